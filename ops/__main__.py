@@ -1,0 +1,5 @@
+"""`python -m ops` is the `actorlog` command."""
+
+from ops.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,44 @@
+"""Activity: a count of work in flight, so tests wait for quiescence on an event, never a sleep.
+
+Every queued message, running pipe operation and in-flight transport delivery holds one unit.
+``wait_idle()`` returns when the count is zero: nothing more will happen until time advances or
+something external arrives. Several actor systems and a memory network may share one ``Activity``
+to wait for a whole in-process cluster to settle.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+__all__ = ["Activity"]
+
+
+class Activity:
+    def __init__(self) -> None:
+        self._count = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def count(self) -> int:
+        return self._count
+
+    def begin(self) -> None:
+        self._count += 1
+        if self._count == 1:
+            self._idle.clear()
+
+    def end(self) -> None:
+        self._count -= 1
+        if self._count < 0:
+            raise AssertionError("activity count went negative")
+        if self._count == 0:
+            self._idle.set()
+
+    async def wait_idle(self) -> None:
+        # Yield once first so that callbacks scheduled with call_soon get a chance to begin().
+        while True:
+            await asyncio.sleep(0)  # noqa: TID251 - a scheduling point, not a sleep
+            if self._count == 0:
+                return
+            await self._idle.wait()

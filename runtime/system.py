@@ -1,0 +1,842 @@
+"""ActorSystem: one per node. Mailboxes, the mailbox loops, timers, asks, pipes and supervision.
+
+Theory of operation
+-------------------
+Every actor lives in a *cell*: its ref, its mailbox (a deque), its current instance, its timers and
+its children. One asyncio task per cell drains the mailbox and calls the instance's ``receive``
+synchronously; the effects the handler recorded are then applied in order. All tasks (mailbox
+loops, pipe operations, transport pumps) belong to the system's single ``TaskGroup``: nothing is
+fire-and-forget, and an exception that escalates past a top-level actor ends the group and the node.
+
+Rules this module keeps
+-----------------------
+* A handler's effects are applied only if it returns normally.
+* Mailboxes are bounded for *ingress*: ``deliver`` (the transport's inbound path) waits while the
+  mailbox is at capacity, which pushes back on remote senders. Sends between actors of one node,
+  timer deliveries, ask replies and pipe results never wait and are never dropped: blocking there
+  could deadlock two actors that send to each other. Depth is a metric (``statistics()``).
+* A timer that was cancelled or replaced never delivers, even if its message was already queued
+  (each timer carries a generation).
+* A restarted actor keeps its ref and its mailbox; its timers and children are stopped first.
+* Every deadline (ask timeouts, restart back-off) is measured on the system's Clock, so virtual time
+  drives them in tests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine, Hashable
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, TypeVar
+
+from runtime.activity import Activity
+from runtime.actor import Actor
+from runtime.clock import Clock, LoopClock, TimerHandle
+from runtime.codec import WireEnvelope
+from runtime.context import Context
+from runtime.effects import Ask, CancelTimer, Effect, Pipe, Reply, Spawn, StartTimer, Stop, Tell
+from runtime.errors import (
+    AskTimeoutError,
+    MailboxClosedError,
+    PeerUnavailableError,
+    RemoteRequestError,
+    TransportError,
+    UnknownActorError,
+)
+from runtime.messages import (
+    AskFailure,
+    AskTimedOut,
+    Envelope,
+    PeerUnavailable,
+    Requester,
+    UnknownActor,
+)
+from runtime.ref import ActorRef
+from runtime.supervision import Directive, RestartTracker, SupervisorStrategy
+from runtime.transport.base import Transport
+
+__all__ = ["ActorSystem", "CellStatistics", "ChildFailedError", "SystemStatistics"]
+
+T = TypeVar("T")
+M = TypeVar("M")
+
+_log = logging.getLogger("actorlog.runtime.system")
+
+
+class ChildFailedError(Exception):
+    """A child's failure escalated to its parent."""
+
+    def __init__(self, child: ActorRef, error: BaseException) -> None:
+        super().__init__(f"child {child} failed: {error!r}")
+        self.child = child
+        self.error = error
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CellStatistics:
+    name: str
+    mailbox_depth: int
+    processed_total: int
+    failures_total: int
+    restarts_total: int
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SystemStatistics:
+    node_id: str
+    actors: tuple[CellStatistics, ...]
+    dead_letters_total: int
+
+
+@dataclass(frozen=True, slots=True)
+class _TimerFired:
+    key: Hashable
+    generation: int
+    message: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _Crash:
+    """Queued when an outcome adapter raised: the actor fails as if its handler had."""
+
+    error: BaseException
+
+
+@dataclass(slots=True)
+class _Timer:
+    generation: int
+    handle: TimerHandle
+    periodic: bool
+
+
+@dataclass(slots=True)
+class _Route:
+    """Where the reply of one pending ask goes."""
+
+    deliver: Callable[[Any], None]
+    fail: Callable[[AskFailure], None]
+    target: str
+    timeout_ms: int
+    timer: TimerHandle | None = None
+
+
+class _CellContext(Context[Any]):
+    """The context handed to a cell's handlers; records effects into ``effects``."""
+
+    __slots__ = ("_cell", "_envelope", "effects")
+
+    def __init__(self, cell: _Cell) -> None:
+        self._cell = cell
+        self._envelope: Envelope | None = None
+        self.effects: list[Effect] = []
+
+    @property
+    def self_ref(self) -> ActorRef:
+        return self._cell.ref
+
+    @property
+    def now_ms(self) -> int:
+        return self._cell.system.clock.now_ms()
+
+    @property
+    def wall_clock_ms(self) -> int:
+        return self._cell.system.clock.wall_clock_ms()
+
+    @property
+    def rng(self) -> random.Random:
+        return self._cell.system.rng
+
+    @property
+    def log(self) -> logging.LoggerAdapter[logging.Logger]:
+        return self._cell.log
+
+    @property
+    def sender(self) -> ActorRef | None:
+        return None if self._envelope is None else self._envelope.sender
+
+    @property
+    def requester(self) -> Requester | None:
+        return None if self._envelope is None else self._envelope.requester
+
+    def tell(self, target: ActorRef, message: object) -> None:
+        self.effects.append(Tell(target, message))
+
+    def ask(
+        self,
+        target: ActorRef,
+        message: object,
+        *,
+        timeout_ms: int,
+        on_reply: Callable[[Any], Any],
+        on_failure: Callable[[AskFailure], Any],
+    ) -> int:
+        ask_id = next(self._cell.system._ask_ids)
+        self.effects.append(Ask(target, message, timeout_ms, ask_id, on_reply, on_failure))
+        return ask_id
+
+    def reply_to(self, requester: Requester, message: object) -> None:
+        self.effects.append(Reply(requester, message))
+
+    def start_timer(self, key: Hashable, message: Any, delay_ms: int) -> None:
+        self.effects.append(StartTimer(key, message, delay_ms))
+
+    def start_periodic_timer(
+        self, key: Hashable, message: Any, interval_ms: int, initial_delay_ms: int | None = None
+    ) -> None:
+        if interval_ms <= 0:
+            raise ValueError("interval_ms must be positive")
+        delay = interval_ms if initial_delay_ms is None else initial_delay_ms
+        self.effects.append(StartTimer(key, message, delay, interval_ms))
+
+    def cancel_timer(self, key: Hashable) -> None:
+        self.effects.append(CancelTimer(key))
+
+    def pipe_to_self(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        on_success: Callable[[T], Any],
+        on_failure: Callable[[Exception], Any],
+    ) -> None:
+        self.effects.append(Pipe(operation, on_success, on_failure))
+
+    def message_adapter(self, adapt: Callable[[T], Any]) -> Callable[[T], None]:
+        cell = self._cell
+
+        def post(value: T) -> None:
+            cell.post_adapted(adapt, value)
+
+        return post
+
+    def spawn(
+        self,
+        name: str,
+        factory: Callable[[], Actor[Any]],
+        *,
+        supervision: SupervisorStrategy | None = None,
+    ) -> ActorRef:
+        ref = ActorRef(node_id=self._cell.system.node_id, name=name)
+        self.effects.append(Spawn(ref, factory, supervision))
+        return ref
+
+    def stop(self, ref: ActorRef) -> None:
+        self.effects.append(Stop(ref))
+
+
+class _Cell:
+    """One actor's home: ref, mailbox, instance, timers, children and supervision state."""
+
+    def __init__(
+        self,
+        system: ActorSystem,
+        ref: ActorRef,
+        factory: Callable[[], Actor[Any]],
+        strategy: SupervisorStrategy,
+        parent: _Cell | None,
+    ) -> None:
+        self.system = system
+        self.ref = ref
+        self.factory = factory
+        self.parent = parent
+        self.tracker = RestartTracker(strategy)
+        self.children: dict[str, _Cell] = {}
+        self.instance: Actor[Any] | None = None
+        self.queue: deque[Envelope | _TimerFired | _Crash] = deque()
+        self.timers: dict[Hashable, _Timer] = {}
+        self.timer_generations = itertools.count(1)
+        self.context = _CellContext(self)
+        self.log = logging.LoggerAdapter(
+            logging.getLogger("actorlog.actor"), {"node": system.node_id, "actor": ref.name}
+        )
+        self.stopped = False
+        self.paused = True  # until the first instance has started
+        self._wakeup: asyncio.Future[None] | None = None
+        self._space_waiters: deque[asyncio.Future[None]] = deque()
+        self.processed_total = 0
+        self.failures_total = 0
+        self.restarts_total = 0
+
+    # ------------------------------------------------------------------------------ mailbox
+
+    def enqueue(self, item: Envelope | _TimerFired | _Crash) -> None:
+        if self.stopped:
+            self.system._dead_letter(self.ref, item)
+            return
+        self.queue.append(item)
+        # Work in a paused (restarting) mailbox cannot progress until time passes, so it does
+        # not count as activity until the mailbox resumes.
+        if not self.paused:
+            self.system.activity.begin()
+            self._wake()
+
+    def pause(self) -> None:
+        if not self.paused:
+            self.paused = True
+            for _ in self.queue:
+                self.system.activity.end()
+
+    def resume(self) -> None:
+        if self.paused and not self.stopped:
+            self.paused = False
+            for _ in self.queue:
+                self.system.activity.begin()
+            self._wake()
+
+    async def enqueue_when_space(self, item: Envelope) -> None:
+        while len(self.queue) >= self.system.mailbox_capacity and not self.stopped:
+            waiter = asyncio.get_running_loop().create_future()
+            self._space_waiters.append(waiter)
+            await waiter
+        if self.stopped:
+            raise MailboxClosedError(str(self.ref))
+        self.enqueue(item)
+
+    def post_adapted(self, adapt: Callable[[T], Any], value: T) -> None:
+        try:
+            message = adapt(value)
+        except Exception as error:  # noqa: BLE001 - a failing adapter fails its actor, by design
+            self.enqueue(_Crash(error))
+            return
+        self.enqueue(Envelope(message))
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+    def _release_space(self) -> None:
+        while self._space_waiters and len(self.queue) < self.system.mailbox_capacity:
+            waiter = self._space_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+
+    # -------------------------------------------------------------------------------- loop
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            self.start_instance()
+        finally:
+            self.system.activity.end()  # the unit taken by _spawn for "not started yet"
+        while True:
+            while (self.paused or not self.queue) and not self.stopped:
+                self._wakeup = loop.create_future()
+                await self._wakeup
+                self._wakeup = None
+            if self.stopped:
+                return
+            item = self.queue.popleft()
+            self._release_space()
+            try:
+                self._process(item)
+            finally:
+                self.system.activity.end()
+
+    def _process(self, item: Envelope | _TimerFired | _Crash) -> None:
+        if type(item) is _TimerFired:
+            timer = self.timers.get(item.key)
+            if timer is None or timer.generation != item.generation:
+                return  # cancelled or replaced after its message was queued
+            if not timer.periodic:
+                del self.timers[item.key]
+            envelope = Envelope(item.message)
+        elif type(item) is _Crash:
+            self.fail(item.error)
+            return
+        else:
+            assert type(item) is Envelope
+            envelope = item
+        instance = self.instance
+        assert instance is not None
+        context = self.context
+        context._envelope = envelope
+        context.effects = []
+        try:
+            instance.receive(context, envelope.message)
+        except Exception as error:  # noqa: BLE001 - handler failures go to supervision
+            context.effects = []
+            context._envelope = None
+            self.fail(error)
+            return
+        context._envelope = None
+        self.processed_total += 1
+        self.tracker.on_message_processed()
+        if context.effects:
+            effects = context.effects
+            context.effects = []
+            self.system._apply(self, effects)
+
+    def start_instance(self) -> None:
+        if self.stopped:
+            return
+        try:
+            self.instance = self.factory()
+            context = self.context
+            context._envelope = None
+            context.effects = []
+            self.instance.on_start(context)
+        except Exception as error:  # noqa: BLE001 - start failures go to supervision
+            self.context.effects = []
+            self.fail(error)
+            return
+        effects = self.context.effects
+        self.context.effects = []
+        self.resume()
+        self.system._apply(self, effects)
+
+    # ------------------------------------------------------------------------- supervision
+
+    def fail(self, error: BaseException) -> None:
+        self.failures_total += 1
+        self.log.error("actor failed: %r", error, exc_info=error)
+        directive, delay_ms = self.tracker.on_failure(self.system.clock.now_ms())
+        if directive is Directive.RESTART:
+            self.restarts_total += 1
+            self._stop_incarnation()
+            self.pause()
+            self.log.warning("restarting in %d ms", delay_ms)
+            self.system.clock.call_later(delay_ms, self.start_instance)
+        elif directive is Directive.STOP:
+            self.system._stop_cell(self)
+        else:
+            self.system._escalate(self, error)
+
+    def _stop_incarnation(self) -> None:
+        for child in reversed(list(self.children.values())):
+            self.system._stop_cell(child)
+        for timer in self.timers.values():
+            timer.handle.cancel()
+        self.timers.clear()
+        instance = self.instance
+        self.instance = None
+        if instance is not None:
+            context = self.context
+            context._envelope = None
+            context.effects = []
+            try:
+                instance.on_stop(context)
+            except Exception:
+                self.log.exception("on_stop raised")
+                context.effects = []
+            effects = context.effects
+            context.effects = []
+            # Final effects (a last tell, a reply) still go out; new children do not.
+            self.system._apply(self, [e for e in effects if not isinstance(e, Spawn)])
+
+    def statistics(self) -> CellStatistics:
+        return CellStatistics(
+            name=self.ref.name,
+            mailbox_depth=len(self.queue),
+            processed_total=self.processed_total,
+            failures_total=self.failures_total,
+            restarts_total=self.restarts_total,
+        )
+
+
+class ActorSystem:
+    """Hosts the actors of one node. Use as ``async with ActorSystem(...) as system:``."""
+
+    def __init__(
+        self,
+        node_id: str,
+        *,
+        clock: Clock | None = None,
+        rng: random.Random | None = None,
+        transport: Transport | None = None,
+        mailbox_capacity: int = 10_000,
+        activity: Activity | None = None,
+    ) -> None:
+        if mailbox_capacity <= 0:
+            raise ValueError("mailbox_capacity must be positive")
+        self.node_id = node_id
+        self.clock: Clock = clock if clock is not None else LoopClock()
+        self.rng = rng if rng is not None else random.Random(0)
+        self.transport = transport
+        self.mailbox_capacity = mailbox_capacity
+        self.activity = activity if activity is not None else Activity()
+        self._cells: dict[str, _Cell] = {}
+        self._top_level: dict[str, _Cell] = {}
+        self._routes: dict[int, _Route] = {}
+        self._reply_ids = itertools.count(1)
+        self._ask_ids = itertools.count(1)
+        self._task_group: asyncio.TaskGroup | None = None
+        self._dead_letters_total = 0
+        self._closing = False
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> ActorSystem:
+        self._task_group = asyncio.TaskGroup()
+        await self._task_group.__aenter__()
+        if self.transport is not None:
+            await self.transport.start(self, self._spawn_task)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        await self.shutdown()
+        assert self._task_group is not None
+        await self._task_group.__aexit__(exc_type, exc, traceback)
+        return None
+
+    async def shutdown(self) -> None:
+        """Stop every actor (children first, then top-level actors in reverse spawn order)."""
+        if self._closing:
+            return
+        self._closing = True
+        for cell in reversed(list(self._top_level.values())):
+            self._stop_cell(cell)
+        for route in list(self._routes.values()):
+            if route.timer is not None:
+                route.timer.cancel()
+        self._routes.clear()
+        if self.transport is not None:
+            await self.transport.stop()
+
+    def _spawn_task(self, coroutine: Coroutine[Any, Any, None]) -> None:
+        if self._task_group is None:
+            coroutine.close()
+            raise RuntimeError("the actor system is not running (use `async with`)")
+        self._task_group.create_task(coroutine)
+
+    # ------------------------------------------------------------------------------ spawning
+
+    def spawn(
+        self,
+        name: str,
+        factory: Callable[[], Actor[Any]],
+        *,
+        supervision: SupervisorStrategy | None = None,
+    ) -> ActorRef:
+        """Start a top-level actor. Its name must be unique on this node."""
+        return self._spawn(ActorRef(node_id=self.node_id, name=name), factory, supervision, None)
+
+    def _spawn(
+        self,
+        ref: ActorRef,
+        factory: Callable[[], Actor[Any]],
+        supervision: SupervisorStrategy | None,
+        parent: _Cell | None,
+    ) -> ActorRef:
+        if self._closing:
+            raise RuntimeError(f"cannot spawn {ref.name}: the system is shutting down")
+        if ref.node_id != self.node_id:
+            raise ValueError(f"cannot spawn {ref} on node {self.node_id}")
+        if ref.name in self._cells:
+            raise ValueError(f"an actor named {ref.name!r} already exists on node {self.node_id}")
+        strategy = supervision if supervision is not None else SupervisorStrategy()
+        cell = _Cell(self, ref, factory, strategy, parent)
+        self.activity.begin()  # released once the first incarnation has started (or failed)
+        self._cells[ref.name] = cell
+        if parent is None:
+            self._top_level[ref.name] = cell
+        else:
+            parent.children[ref.name] = cell
+        self._spawn_task(cell.run())
+        return ref
+
+    def _stop_cell(self, cell: _Cell) -> None:
+        if cell.stopped:
+            return
+        cell._stop_incarnation()
+        cell.pause()
+        cell.stopped = True
+        for item in cell.queue:
+            self._dead_letter(cell.ref, item)
+        cell.queue.clear()
+        for waiter in cell._space_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        cell._space_waiters.clear()
+        cell._wake()
+        if self._cells.get(cell.ref.name) is cell:
+            del self._cells[cell.ref.name]
+        self._top_level.pop(cell.ref.name, None)
+        if cell.parent is not None:
+            cell.parent.children.pop(cell.ref.name, None)
+
+    def _escalate(self, cell: _Cell, error: BaseException) -> None:
+        self._stop_cell(cell)
+        if cell.parent is not None and not cell.parent.stopped:
+            cell.parent.fail(ChildFailedError(cell.ref, error))
+            return
+
+        # Past the top: fail the node by raising inside its task group.
+        async def fail_node() -> None:
+            raise ChildFailedError(cell.ref, error)
+
+        self._spawn_task(fail_node())
+
+    def _dead_letter(self, target: ActorRef, item: object) -> None:
+        self._dead_letters_total += 1
+        if isinstance(item, Envelope) and item.requester is not None:
+            self._fail_route(item.requester.reply_id, UnknownActor(target=str(target)))
+        _log.debug("dead letter to %s: %r", target, item)
+
+    # ------------------------------------------------------------------------------- effects
+
+    def _apply(self, cell: _Cell, effects: list[Effect]) -> None:
+        for effect in effects:
+            kind = type(effect)
+            if kind is Tell:
+                assert isinstance(effect, Tell)
+                self._tell(effect.target, effect.message, cell.ref)
+            elif kind is Reply:
+                assert isinstance(effect, Reply)
+                self._reply(effect.requester, effect.message)
+            elif kind is Ask:
+                assert isinstance(effect, Ask)
+                self._ask_from_actor(cell, effect)
+            elif kind is StartTimer:
+                assert isinstance(effect, StartTimer)
+                self._start_timer(cell, effect)
+            elif kind is CancelTimer:
+                assert isinstance(effect, CancelTimer)
+                timer = cell.timers.pop(effect.key, None)
+                if timer is not None:
+                    timer.handle.cancel()
+            elif kind is Pipe:
+                assert isinstance(effect, Pipe)
+                self._pipe(cell, effect)
+            elif kind is Spawn:
+                assert isinstance(effect, Spawn)
+                self._spawn(effect.ref, effect.factory, effect.supervision, cell)
+            elif kind is Stop:
+                assert isinstance(effect, Stop)
+                target = self._cells.get(effect.ref.name)
+                if target is not None and effect.ref.node_id == self.node_id:
+                    self._stop_cell(target)
+            else:  # pragma: no cover - Effect is a closed union
+                raise AssertionError(f"unknown effect {effect!r}")
+
+    def _tell(self, target: ActorRef, message: object, sender: ActorRef | None) -> None:
+        if target.node_id == self.node_id:
+            cell = self._cells.get(target.name)
+            if cell is None:
+                self._dead_letter(target, message)
+                return
+            cell.enqueue(Envelope(message, sender))
+            return
+        if self.transport is None:
+            self._dead_letter(target, message)
+            return
+        self.transport.send(target.node_id, WireEnvelope(target.name, message, sender, None))
+
+    def _start_timer(self, cell: _Cell, effect: StartTimer) -> None:
+        previous = cell.timers.pop(effect.key, None)
+        if previous is not None:
+            previous.handle.cancel()
+        generation = next(cell.timer_generations)
+
+        def fire() -> None:
+            timer = cell.timers.get(effect.key)
+            if timer is None or timer.generation != generation or cell.stopped:
+                return
+            # A one-shot timer stays registered until its message is handled or it is cancelled,
+            # so that a cancel after firing still suppresses the queued delivery.
+            if effect.interval_ms is not None:
+                timer.handle = self.clock.call_later(effect.interval_ms, fire)
+            cell.enqueue(_TimerFired(effect.key, generation, effect.message))
+
+        cell.timers[effect.key] = _Timer(
+            generation, self.clock.call_later(effect.delay_ms, fire), effect.interval_ms is not None
+        )
+
+    # ----------------------------------------------------------------------------------- asks
+
+    def _new_route(self, route: _Route) -> Requester:
+        reply_id = next(self._reply_ids)
+        deadline_ms = self.clock.now_ms() + route.timeout_ms
+
+        def expire() -> None:
+            expired = self._routes.pop(reply_id, None)
+            if expired is not None:
+                expired.fail(AskTimedOut(target=expired.target, timeout_ms=expired.timeout_ms))
+
+        route.timer = self.clock.call_later(route.timeout_ms, expire)
+        self._routes[reply_id] = route
+        return Requester(reply_id, deadline_ms)
+
+    def _reply(self, requester: Requester, message: object) -> None:
+        route = self._routes.pop(requester.reply_id, None)
+        if route is None:
+            _log.debug("late or duplicate reply dropped: %r", message)
+            return
+        if route.timer is not None:
+            route.timer.cancel()
+        route.deliver(message)
+
+    def _fail_route(self, reply_id: int, failure: AskFailure) -> None:
+        route = self._routes.pop(reply_id, None)
+        if route is None:
+            return
+        if route.timer is not None:
+            route.timer.cancel()
+        route.fail(failure)
+
+    def _ask_from_actor(self, cell: _Cell, effect: Ask) -> None:
+        def deliver(reply: object) -> None:
+            cell.post_adapted(effect.on_reply, reply)
+
+        def fail(failure: AskFailure) -> None:
+            cell.post_adapted(effect.on_failure, failure)
+
+        target = effect.target
+        if target.node_id == self.node_id:
+            target_cell = self._cells.get(target.name)
+            if target_cell is None:
+                fail(UnknownActor(target=str(target)))
+                return
+            requester = self._new_route(_Route(deliver, fail, str(target), effect.timeout_ms))
+            target_cell.enqueue(Envelope(effect.message, cell.ref, requester))
+            return
+        transport = self.transport
+        if transport is None:
+            fail(PeerUnavailable(node_id=target.node_id, reason="no transport"))
+            return
+        envelope = WireEnvelope(target.name, effect.message, cell.ref, effect.timeout_ms)
+        self.activity.begin()
+
+        async def remote_ask() -> None:
+            try:
+                reply = await transport.ask(target.node_id, envelope, effect.timeout_ms)
+            except TransportError as error:
+                fail(_failure_of(error, target))
+            else:
+                if not cell.stopped:
+                    deliver(reply)
+            finally:
+                self.activity.end()
+
+        self._spawn_task(remote_ask())
+
+    async def ask(self, target: ActorRef, message: object, *, timeout_ms: int) -> Any:
+        """Ask from outside any actor (HTTP edge, CLI, tests). Raises TransportError subclasses."""
+        if target.node_id != self.node_id:
+            if self.transport is None:
+                raise PeerUnavailableError(target.node_id, "no transport")
+            envelope = WireEnvelope(target.name, message, None, timeout_ms)
+            return await self.transport.ask(target.node_id, envelope, timeout_ms)
+        cell = self._cells.get(target.name)
+        if cell is None:
+            raise UnknownActorError(str(target))
+        future = self._reply_future(str(target), timeout_ms)
+        requester = future.requester
+        cell.enqueue(Envelope(message, None, requester))
+        return await future.result
+
+    def tell(self, target: ActorRef, message: object, *, sender: ActorRef | None = None) -> None:
+        """Tell from outside any actor."""
+        self._tell(target, message, sender)
+
+    def _reply_future(self, target: str, timeout_ms: int) -> _PendingReply:
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+
+        def deliver(reply: object) -> None:
+            if not future.done():
+                future.set_result(reply)
+
+        def fail(failure: AskFailure) -> None:
+            if not future.done():
+                future.set_exception(_error_of(failure))
+
+        requester = self._new_route(_Route(deliver, fail, target, timeout_ms))
+        return _PendingReply(requester, future)
+
+    # -------------------------------------------------------------------------------- pipes
+
+    def _pipe(self, cell: _Cell, effect: Pipe) -> None:
+        self.activity.begin()
+
+        async def run() -> None:
+            try:
+                try:
+                    result = await effect.operation()
+                except Exception as error:  # noqa: BLE001 - the outcome is data for the actor
+                    if not cell.stopped:
+                        cell.post_adapted(effect.on_failure, error)
+                else:
+                    if not cell.stopped:
+                        cell.post_adapted(effect.on_success, result)
+            finally:
+                self.activity.end()
+
+        self._spawn_task(run())
+
+    # --------------------------------------------------------------------- inbound transport
+
+    async def deliver(self, envelope: WireEnvelope) -> None:
+        cell = self._cells.get(envelope.target)
+        if cell is None:
+            self._dead_letters_total += 1
+            raise UnknownActorError(f"{envelope.target}@{self.node_id}")
+        await cell.enqueue_when_space(Envelope(envelope.message, envelope.sender))
+
+    async def deliver_ask(self, envelope: WireEnvelope) -> object:
+        cell = self._cells.get(envelope.target)
+        if cell is None:
+            raise UnknownActorError(f"{envelope.target}@{self.node_id}")
+        timeout_ms = envelope.timeout_ms if envelope.timeout_ms is not None else 30_000
+        pending = self._reply_future(f"{envelope.target}@{self.node_id}", timeout_ms)
+        try:
+            await cell.enqueue_when_space(Envelope(envelope.message, envelope.sender, pending.requester))
+        except MailboxClosedError:
+            self._routes.pop(pending.requester.reply_id, None)
+            raise UnknownActorError(f"{envelope.target}@{self.node_id}") from None
+        return await pending.result
+
+    # ---------------------------------------------------------------------------- observing
+
+    def has_actor(self, name: str) -> bool:
+        return name in self._cells
+
+    def ref(self, name: str) -> ActorRef:
+        return ActorRef(node_id=self.node_id, name=name)
+
+    def actor_instances(self) -> list[tuple[ActorRef, Actor[Any]]]:
+        """Live actor instances (for collectors at scrape time and for test checkers)."""
+        return [(cell.ref, cell.instance) for cell in self._cells.values() if cell.instance is not None]
+
+    def statistics(self) -> SystemStatistics:
+        return SystemStatistics(
+            node_id=self.node_id,
+            actors=tuple(cell.statistics() for cell in self._cells.values()),
+            dead_letters_total=self._dead_letters_total,
+        )
+
+    async def wait_idle(self) -> None:
+        """Wait until no message, pipe or delivery is pending (see runtime.activity)."""
+        await self.activity.wait_idle()
+
+
+@dataclass(frozen=True, slots=True)
+class _PendingReply:
+    requester: Requester
+    result: asyncio.Future[Any]
+
+
+def _failure_of(error: TransportError, target: ActorRef) -> AskFailure:
+    if isinstance(error, AskTimeoutError):
+        return AskTimedOut(target=error.target, timeout_ms=error.timeout_ms)
+    if isinstance(error, UnknownActorError):
+        return UnknownActor(target=error.target)
+    if isinstance(error, PeerUnavailableError):
+        return PeerUnavailable(node_id=error.node_id, reason=error.reason)
+    if isinstance(error, RemoteRequestError):
+        return PeerUnavailable(node_id=target.node_id, reason=str(error))
+    return PeerUnavailable(node_id=target.node_id, reason=repr(error))
+
+
+def _error_of(failure: AskFailure) -> TransportError:
+    if isinstance(failure, AskTimedOut):
+        return AskTimeoutError(failure.target, failure.timeout_ms)
+    if isinstance(failure, UnknownActor):
+        return UnknownActorError(failure.target)
+    return PeerUnavailableError(failure.node_id, failure.reason)

@@ -1,0 +1,1 @@
+"""Transports: how envelopes travel between nodes (memory for tests, HTTP for real)."""

@@ -1,0 +1,385 @@
+"""HTTP transport: aiohttp server per node, one pooled ClientSession per process.
+
+Endpoints (internal, authenticated with ``Authorization: Bearer <internal.auth.secret>``):
+
+* ``POST /internal/v1/tell``: a frame holding a batch of envelopes, in order. Answered ``202``
+  once every envelope is in its mailbox (the handler waits for mailbox capacity: backpressure).
+* ``POST /internal/v1/ask``: a frame holding exactly one envelope. The response body is the reply
+  frame (``200``), or a JSON error: ``404`` unknown actor, ``504`` deadline passed.
+
+Every failure answer is JSON ``{"error_code": <Kafka code>, "error": <name>, "message": ...}``:
+``401`` without the right secret (and nothing is delivered), ``400`` for a malformed frame (the
+message names the field), ``413`` for a body above ``max_body_bytes``.
+
+Sending side:
+
+* Tells to one peer go through one ordered channel drained by one task: whatever has queued up is
+  sent as one batch per POST, POSTs one after another, so order is kept and small tells coalesce.
+  A batch that cannot be delivered is dropped and counted (tells are at most once).
+* An ask is one POST on the shared session, concurrent with others. Connection failures map to
+  ``PeerUnavailableError``, the deadline to ``AskTimeoutError``, a 404 to ``UnknownActorError``.
+
+No domain logic lives here: node ids are resolved to base URLs by a ``resolve`` callback that the
+composition root keeps up to date.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+import orjson
+from aiohttp import web
+
+from runtime.codec import FRAME_CONTENT_TYPE, Codec, WireEnvelope
+from runtime.errors import (
+    AskTimeoutError,
+    CodecError,
+    MailboxClosedError,
+    PeerUnavailableError,
+    RemoteRequestError,
+    UnknownActorError,
+    WireError,
+)
+from runtime.transport.base import InboundHandler, TaskSpawner
+
+__all__ = [
+    "ASK_PATH",
+    "TELL_PATH",
+    "HttpServer",
+    "HttpTransport",
+    "error_response",
+    "json_error_middleware",
+]
+
+TELL_PATH = "/internal/v1/tell"
+ASK_PATH = "/internal/v1/ask"
+_MAX_BATCH_ENVELOPES = 1024
+# Grace added to the client-side deadline so the server's own 504 normally arrives first.
+_CLIENT_GRACE_S = 0.2
+
+_log = logging.getLogger("actorlog.runtime.http")
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def error_response(status: int, error: WireError | int, message: str) -> web.Response:
+    """A JSON error body carrying a Kafka error code."""
+    code = int(error)
+    name = error.name if isinstance(error, WireError) else str(code)
+    return web.Response(
+        status=status,
+        body=orjson.dumps({"error_code": code, "error": name, "message": message}),
+        content_type="application/json",
+    )
+
+
+@web.middleware
+async def json_error_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Turn aiohttp's own HTTP errors (404 route, 405, 413) into JSON bodies with Kafka codes."""
+    try:
+        return await handler(request)
+    except web.HTTPRequestEntityTooLarge as error:
+        return error_response(413, WireError.MESSAGE_TOO_LARGE, error.text or "request body too large")
+    except web.HTTPException as error:
+        if error.status < 400:
+            raise
+        if error.content_type == "application/json":
+            raise
+        return error_response(error.status, WireError.INVALID_REQUEST, error.reason)
+
+
+class HttpServer:
+    """An aiohttp server embedded in a node's event loop (AppRunner + TCPSite)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        routes: Iterable[web.RouteDef],
+        max_body_bytes: int,
+        middlewares: Iterable[Any] = (),
+    ) -> None:
+        self.host = host
+        self._requested_port = port
+        self._app = web.Application(
+            client_max_size=max_body_bytes, middlewares=[json_error_middleware, *middlewares]
+        )
+        self._app.add_routes(list(routes))
+        self._runner: web.AppRunner | None = None
+        self.port: int | None = None
+
+    @property
+    def app(self) -> web.Application:
+        return self._app
+
+    async def start(self) -> None:
+        self._runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, self.host, self._requested_port, shutdown_timeout=1.0)
+        await site.start()
+        server = site._server
+        assert server is not None
+        sockets = getattr(server, "sockets", None) or []
+        self.port = sockets[0].getsockname()[1] if sockets else self._requested_port
+
+    @property
+    def url(self) -> str:
+        assert self.port is not None, "server not started"
+        return f"http://{self.host}:{self.port}"
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+
+
+@dataclass(slots=True)
+class _PeerChannel:
+    queue: deque[WireEnvelope] = field(default_factory=deque)
+    wakeup: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+@dataclass(slots=True)
+class HttpTransportStatistics:
+    tells_sent_total: int = 0
+    tells_dropped_total: int = 0
+    tell_batches_total: int = 0
+    asks_sent_total: int = 0
+    asks_failed_total: int = 0
+    requests_received_total: int = 0
+    requests_rejected_total: int = 0
+
+
+class HttpTransport:
+    """The HTTP implementation of the Transport port."""
+
+    def __init__(
+        self,
+        codec: Codec,
+        *,
+        secret: str,
+        resolve: Callable[[str], str | None],
+        max_body_bytes: int = 64 * 1024 * 1024,
+        connect_timeout_ms: int = 3_000,
+        tell_timeout_ms: int = 30_000,
+        connections_per_peer: int = 32,
+        session: aiohttp.ClientSession | None = None,
+    ) -> None:
+        if not secret:
+            raise ValueError("internal.auth.secret must be set for the HTTP transport")
+        self.codec = codec
+        self._secret = secret
+        self._auth_header = f"Bearer {secret}"
+        self._resolve = resolve
+        self.max_body_bytes = max_body_bytes
+        self._connect_timeout_s = connect_timeout_ms / 1000
+        self._tell_timeout_s = tell_timeout_ms / 1000
+        self._connections_per_peer = connections_per_peer
+        self._session = session
+        self._owns_session = session is None
+        self._inbound: InboundHandler | None = None
+        self._spawn: TaskSpawner | None = None
+        self._channels: dict[str, _PeerChannel] = {}
+        self._stopped = False
+        self.statistics = HttpTransportStatistics()
+
+    # --------------------------------------------------------------------------- server side
+
+    def routes(self) -> list[web.RouteDef]:
+        """The internal endpoints, to be mounted on the node's HttpServer."""
+        return [web.post(TELL_PATH, self._handle_tell), web.post(ASK_PATH, self._handle_ask)]
+
+    def _authorised(self, request: web.Request) -> bool:
+        supplied = request.headers.get("Authorization", "")
+        return hmac.compare_digest(supplied.encode(), self._auth_header.encode())
+
+    async def _read_envelopes(self, request: web.Request) -> list[WireEnvelope] | web.Response:
+        self.statistics.requests_received_total += 1
+        if not self._authorised(request):
+            self.statistics.requests_rejected_total += 1
+            return error_response(
+                401,
+                WireError.SASL_AUTHENTICATION_FAILED,
+                "missing or wrong internal credential (Authorization: Bearer <internal.auth.secret>)",
+            )
+        if self._inbound is None:
+            return error_response(503, WireError.NETWORK_EXCEPTION, "node is not accepting messages yet")
+        body = await request.read()
+        try:
+            return self.codec.decode_envelopes(body)
+        except CodecError as error:
+            self.statistics.requests_rejected_total += 1
+            return error_response(400, WireError.INVALID_REQUEST, f"malformed frame: {error}")
+
+    async def _handle_tell(self, request: web.Request) -> web.StreamResponse:
+        envelopes = await self._read_envelopes(request)
+        if isinstance(envelopes, web.Response):
+            return envelopes
+        inbound = self._inbound
+        assert inbound is not None
+        unknown: list[str] = []
+        for envelope in envelopes:
+            try:
+                await inbound.deliver(envelope)
+            except (UnknownActorError, MailboxClosedError):
+                unknown.append(envelope.target)
+        return web.Response(
+            status=202,
+            body=orjson.dumps({"accepted": len(envelopes) - len(unknown), "unknown_targets": unknown}),
+            content_type="application/json",
+        )
+
+    async def _handle_ask(self, request: web.Request) -> web.StreamResponse:
+        envelopes = await self._read_envelopes(request)
+        if isinstance(envelopes, web.Response):
+            return envelopes
+        if len(envelopes) != 1:
+            return error_response(
+                400, WireError.INVALID_REQUEST, f"an ask carries exactly one envelope, got {len(envelopes)}"
+            )
+        inbound = self._inbound
+        assert inbound is not None
+        try:
+            reply = await inbound.deliver_ask(envelopes[0])
+        except UnknownActorError as error:
+            return error_response(404, WireError.UNKNOWN_SERVER_ERROR, str(error))
+        except AskTimeoutError as error:
+            return error_response(504, WireError.REQUEST_TIMED_OUT, str(error))
+        try:
+            body = self.codec.encode(reply)
+        except TypeError as error:
+            _log.error("cannot encode reply %r: %s", reply, error)
+            return error_response(500, WireError.UNKNOWN_SERVER_ERROR, f"reply not encodable: {error}")
+        return web.Response(body=body, content_type=FRAME_CONTENT_TYPE)
+
+    # -------------------------------------------------------------------------- client side
+
+    async def start(self, inbound: InboundHandler, spawn: TaskSpawner) -> None:
+        self._inbound = inbound
+        self._spawn = spawn
+        if self._session is None:
+            connector = aiohttp.TCPConnector(
+                limit=0, limit_per_host=self._connections_per_peer, keepalive_timeout=15
+            )
+            self._session = aiohttp.ClientSession(connector=connector)
+
+    def _headers(self) -> dict[str, str]:
+        return {"Authorization": self._auth_header, "Content-Type": FRAME_CONTENT_TYPE}
+
+    def send(self, node_id: str, envelope: WireEnvelope) -> None:
+        if self._stopped or self._spawn is None:
+            self.statistics.tells_dropped_total += 1
+            return
+        channel = self._channels.get(node_id)
+        if channel is None:
+            channel = _PeerChannel()
+            self._channels[node_id] = channel
+            self._spawn(self._pump(node_id, channel))
+        channel.queue.append(envelope)
+        channel.wakeup.set()
+
+    async def _pump(self, node_id: str, channel: _PeerChannel) -> None:
+        while not self._stopped:
+            if not channel.queue:
+                channel.wakeup.clear()
+                await channel.wakeup.wait()
+                continue
+            batch: list[WireEnvelope] = []
+            while channel.queue and len(batch) < _MAX_BATCH_ENVELOPES:
+                batch.append(channel.queue.popleft())
+            try:
+                await self._post_tells(node_id, batch)
+                self.statistics.tells_sent_total += len(batch)
+                self.statistics.tell_batches_total += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as error:  # noqa: BLE001 - tells are at most once: drop and count
+                self.statistics.tells_dropped_total += len(batch)
+                _log.warning("dropped %d tell(s) to node %s: %s", len(batch), node_id, error)
+
+    async def _post_tells(self, node_id: str, batch: list[WireEnvelope]) -> None:
+        base = self._resolve(node_id)
+        if base is None:
+            raise PeerUnavailableError(node_id, "no known address")
+        session = self._session
+        assert session is not None
+        timeout = aiohttp.ClientTimeout(total=self._tell_timeout_s, connect=self._connect_timeout_s)
+        async with session.post(
+            base + TELL_PATH,
+            data=self.codec.encode_envelopes(batch),
+            headers=self._headers(),
+            timeout=timeout,
+        ) as response:
+            if response.status != 202:
+                raise RemoteRequestError(
+                    response.status, WireError.UNKNOWN_SERVER_ERROR, await response.text()
+                )
+            await response.read()
+
+    async def ask(self, node_id: str, envelope: WireEnvelope, timeout_ms: int) -> object:
+        self.statistics.asks_sent_total += 1
+        try:
+            return await self._ask(node_id, envelope, timeout_ms)
+        except Exception:
+            self.statistics.asks_failed_total += 1
+            raise
+
+    async def _ask(self, node_id: str, envelope: WireEnvelope, timeout_ms: int) -> object:
+        if self._stopped:
+            raise PeerUnavailableError(node_id, "transport stopped")
+        base = self._resolve(node_id)
+        if base is None:
+            raise PeerUnavailableError(node_id, "no known address")
+        session = self._session
+        if session is None:
+            raise PeerUnavailableError(node_id, "transport not started")
+        target = f"{envelope.target}@{node_id}"
+        timeout = aiohttp.ClientTimeout(
+            total=timeout_ms / 1000 + _CLIENT_GRACE_S, connect=min(self._connect_timeout_s, timeout_ms / 1000)
+        )
+        body = self.codec.encode_envelopes([envelope])
+        try:
+            async with session.post(
+                base + ASK_PATH, data=body, headers=self._headers(), timeout=timeout
+            ) as response:
+                data = await response.read()
+                status = response.status
+        except TimeoutError:
+            raise AskTimeoutError(target, timeout_ms) from None
+        except aiohttp.ClientConnectionError as error:
+            raise PeerUnavailableError(node_id, f"{type(error).__name__}: {error}") from None
+        except aiohttp.ClientError as error:
+            raise PeerUnavailableError(node_id, f"{type(error).__name__}: {error}") from None
+        if status == 200:
+            return self.codec.decode(data)
+        if status == 404:
+            raise UnknownActorError(target)
+        if status == 504:
+            raise AskTimeoutError(target, timeout_ms)
+        raise _remote_error(status, data)
+
+    async def stop(self) -> None:
+        self._stopped = True
+        for channel in self._channels.values():
+            self.statistics.tells_dropped_total += len(channel.queue)
+            channel.queue.clear()
+            channel.wakeup.set()
+        if self._session is not None and self._owns_session:
+            await self._session.close()
+            self._session = None
+
+
+def _remote_error(status: int, data: bytes) -> RemoteRequestError:
+    try:
+        parsed = orjson.loads(data)
+        return RemoteRequestError(status, int(parsed["error_code"]), str(parsed["message"]))
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return RemoteRequestError(status, WireError.UNKNOWN_SERVER_ERROR, data[:200].decode(errors="replace"))
