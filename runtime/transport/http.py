@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import hmac
+import io
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -61,6 +62,8 @@ __all__ = [
 TELL_PATH = "/internal/v1/tell"
 ASK_PATH = "/internal/v1/ask"
 _MAX_BATCH_ENVELOPES = 1024
+# aiohttp sends bodies above 1 MiB given as raw bytes in one go (and warns); stream those instead.
+_STREAM_BODY_BYTES = 1 << 20
 # Grace added to the client-side deadline so the server's own 504 normally arrives first.
 _CLIENT_GRACE_S = 0.2
 
@@ -121,9 +124,11 @@ class HttpServer:
         return self._app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self._app, access_log=None, handle_signals=False)
+        self._runner = web.AppRunner(
+            self._app, access_log=None, handle_signals=False, shutdown_timeout=1.0
+        )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self._requested_port, shutdown_timeout=1.0)
+        site = web.TCPSite(self._runner, self.host, self._requested_port)
         await site.start()
         server = site._server
         assert server is not None
@@ -348,7 +353,7 @@ class HttpTransport:
         body = self.codec.encode_envelopes([envelope])
         try:
             async with session.post(
-                base + ASK_PATH, data=body, headers=self._headers(), timeout=timeout
+                base + ASK_PATH, data=_request_body(body), headers=self._headers(), timeout=timeout
             ) as response:
                 data = await response.read()
                 status = response.status
@@ -375,6 +380,10 @@ class HttpTransport:
         if self._session is not None and self._owns_session:
             await self._session.close()
             self._session = None
+
+
+def _request_body(body: bytes) -> bytes | io.BytesIO:
+    return io.BytesIO(body) if len(body) > _STREAM_BODY_BYTES else body
 
 
 def _remote_error(status: int, data: bytes) -> RemoteRequestError:

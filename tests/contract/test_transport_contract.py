@@ -1,0 +1,206 @@
+"""One contract, two transports: the memory transport must behave like the HTTP one.
+
+Each test runs against both, on real time (the HTTP transport does real I/O on loopback). Waiting is
+always on an event or a reply, never a sleep.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import pytest_asyncio
+
+from runtime import Actor, ActorRef, ActorSystem, AskTimedOut, Context, PeerUnavailable, UnknownActor
+from runtime.errors import AskTimeoutError, PeerUnavailableError, UnknownActorError
+from runtime.transport.http import HttpServer, HttpTransport
+from runtime.transport.memory import MemoryNetwork, MemoryTransport
+from tests.support.runtime_actors import (
+    AskerActor,
+    EchoActor,
+    Note,
+    Ping,
+    PingAnswered,
+    PingFailed,
+    Pong,
+    SendPings,
+    Silence,
+    make_codec,
+)
+
+pytestmark = pytest.mark.asyncio
+
+SECRET = "contract-secret"
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Cluster:
+    kind: str
+    a: ActorSystem
+    b: ActorSystem
+    ghost_node: str
+
+
+@pytest_asyncio.fixture(params=["memory", "http"])
+async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
+    codec = make_codec()
+    async with AsyncExitStack() as stack:
+        if request.param == "memory":
+            network = MemoryNetwork(codec=codec)
+            a = ActorSystem("a", transport=MemoryTransport(network))
+            b = ActorSystem("b", transport=MemoryTransport(network))
+        else:
+            addresses: dict[str, str] = {"ghost": f"http://127.0.0.1:{free_port()}"}
+            transports = {
+                node: HttpTransport(codec, secret=SECRET, resolve=addresses.get) for node in ("a", "b")
+            }
+            for node, transport in transports.items():
+                server = HttpServer("127.0.0.1", 0, routes=transport.routes(), max_body_bytes=8 << 20)
+                await server.start()
+                stack.push_async_callback(server.stop)
+                addresses[node] = server.url
+            a = ActorSystem("a", transport=transports["a"])
+            b = ActorSystem("b", transport=transports["b"])
+        await stack.enter_async_context(a)
+        await stack.enter_async_context(b)
+        yield Cluster(request.param, a, b, "ghost")
+
+
+class NoteCollector(Actor[Any]):
+    """Keeps Notes in arrival order; sets ``done`` once ``expected`` have arrived."""
+
+    def __init__(self, expected: int, done: asyncio.Event, notes: list[Note]) -> None:
+        self.expected = expected
+        self.done = done
+        self.notes = notes
+
+    def receive(self, ctx: Context[Any], message: Any) -> None:
+        if isinstance(message, Note):
+            self.notes.append(message)
+            if len(self.notes) == self.expected:
+                self.done.set()
+
+
+@dataclass(frozen=True)
+class Burst:
+    target: ActorRef
+    sender: str
+    count: int
+
+
+class Teller(Actor[Any]):
+    def receive(self, ctx: Context[Any], message: Any) -> None:
+        if isinstance(message, Burst):
+            for sequence in range(message.count):
+                ctx.tell(message.target, Note(sender=message.sender, sequence=sequence))
+
+
+async def test_tells_from_each_sender_arrive_in_order(cluster: Cluster) -> None:
+    per_sender = 300
+    done = asyncio.Event()
+    notes: list[Note] = []
+    collector = cluster.b.spawn("collector", lambda: NoteCollector(2 * per_sender, done, notes))
+    first = cluster.a.spawn("teller-1", Teller)
+    second = cluster.a.spawn("teller-2", Teller)
+    cluster.a.tell(first, Burst(collector, "one", per_sender))
+    cluster.a.tell(second, Burst(collector, "two", per_sender))
+    await asyncio.wait_for(done.wait(), timeout=20)
+    for sender in ("one", "two"):
+        assert [n.sequence for n in notes if n.sender == sender] == list(range(per_sender))
+
+
+async def test_ask_returns_the_reply_with_bytes_intact(cluster: Cluster) -> None:
+    echo = cluster.b.spawn("echo", EchoActor)
+    payload = bytes(range(256)) * 64
+    reply = await cluster.a.ask(echo, Ping(sequence=9, payload=payload), timeout_ms=5000)
+    assert reply == Pong(sequence=9, payload=payload)
+
+
+async def test_asks_from_an_actor_come_back_as_its_messages(cluster: Cluster) -> None:
+    echo = cluster.b.spawn("echo", EchoActor)
+    done = asyncio.Event()
+    asker = AskerActor(20, done)
+    ref = cluster.a.spawn("asker", lambda: asker)
+    cluster.a.tell(ref, SendPings(echo, 20, 5000))
+    await asyncio.wait_for(done.wait(), timeout=10)
+    assert sorted(o.sequence for o in asker.outcomes if isinstance(o, Pong)) == list(range(20))
+
+
+async def test_ask_without_reply_times_out_at_the_deadline(cluster: Cluster) -> None:
+    echo = cluster.b.spawn("echo", EchoActor)
+    with pytest.raises(AskTimeoutError):
+        await cluster.a.ask(echo, Silence(sequence=1), timeout_ms=300)
+
+
+async def test_ask_timeout_inside_an_actor_is_an_ask_timed_out_message(cluster: Cluster) -> None:
+    class SilenceAsker(AskerActor):
+        def receive(self, ctx: Context[Any], message: Any) -> None:
+            if isinstance(message, SendPings):
+                ctx.ask(
+                    message.target,
+                    Silence(sequence=0),
+                    timeout_ms=message.timeout_ms,
+                    on_reply=PingAnswered,
+                    on_failure=PingFailed,
+                )
+            else:
+                super().receive(ctx, message)
+
+    cluster.b.spawn("echo", EchoActor)
+    done = asyncio.Event()
+    asker = SilenceAsker(1, done)
+    ref = cluster.a.spawn("asker", lambda: asker)
+    cluster.a.tell(ref, SendPings(ActorRef(node_id="b", name="echo"), 1, 300))
+    await asyncio.wait_for(done.wait(), timeout=10)
+    assert isinstance(asker.outcomes[0], AskTimedOut)
+
+
+async def test_ask_to_an_unknown_actor_fails_with_unknown_actor(cluster: Cluster) -> None:
+    with pytest.raises(UnknownActorError):
+        await cluster.a.ask(ActorRef(node_id="b", name="nobody"), Ping(sequence=1), timeout_ms=5000)
+    done = asyncio.Event()
+    asker = AskerActor(1, done)
+    ref = cluster.a.spawn("asker", lambda: asker)
+    cluster.a.tell(ref, SendPings(ActorRef(node_id="b", name="nobody"), 1, 5000))
+    await asyncio.wait_for(done.wait(), timeout=10)
+    assert isinstance(asker.outcomes[0], UnknownActor)
+
+
+async def test_ask_to_a_node_that_is_down_fails_with_peer_unavailable(cluster: Cluster) -> None:
+    ghost = ActorRef(node_id=cluster.ghost_node, name="echo")
+    with pytest.raises(PeerUnavailableError):
+        await cluster.a.ask(ghost, Ping(sequence=1), timeout_ms=5000)
+    done = asyncio.Event()
+    asker = AskerActor(1, done)
+    ref = cluster.a.spawn("asker", lambda: asker)
+    cluster.a.tell(ref, SendPings(ghost, 1, 5000))
+    await asyncio.wait_for(done.wait(), timeout=10)
+    assert isinstance(asker.outcomes[0], PeerUnavailable)
+
+
+async def test_tells_to_unknown_actors_do_not_disturb_later_tells(cluster: Cluster) -> None:
+    done = asyncio.Event()
+    notes: list[Note] = []
+    collector = cluster.b.spawn("collector", lambda: NoteCollector(1, done, notes))
+    cluster.a.tell(ActorRef(node_id="b", name="nobody"), Note(sender="x", sequence=0))
+    cluster.a.tell(collector, Note(sender="x", sequence=1))
+    await asyncio.wait_for(done.wait(), timeout=10)
+    assert notes == [Note(sender="x", sequence=1)]
+
+
+async def test_multi_megabyte_payloads_cross_intact(cluster: Cluster) -> None:
+    echo = cluster.b.spawn("echo", EchoActor)
+    payload = bytes(range(256)) * (12 * 1024)  # 3 MiB
+    reply = await cluster.a.ask(echo, Ping(sequence=1, payload=payload), timeout_ms=10_000)
+    assert reply == Pong(sequence=1, payload=payload)
