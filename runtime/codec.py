@@ -35,11 +35,22 @@ import orjson
 from runtime.errors import DecodeError, FrameError
 from runtime.ref import ActorRef
 
-__all__ = ["FRAME_CONTENT_TYPE", "Codec", "WireEnvelope", "is_wire", "wire", "wire_kind"]
+__all__ = [
+    "FRAME_CONTENT_TYPE",
+    "FRAME_PREFIX_BYTES",
+    "Codec",
+    "WireEnvelope",
+    "frame_header_length",
+    "is_wire",
+    "wire",
+    "wire_kind",
+]
 
 FRAME_CONTENT_TYPE = "application/x-actorlog-frame"
 FRAME_VERSION = 1
 _HEADER_LENGTH = struct.Struct(">I")
+FRAME_PREFIX_BYTES = _HEADER_LENGTH.size
+_ENVELOPE_KEYS = frozenset({"target", "sender", "timeout_ms", "kind", "body"})
 _JSON_OPTIONS = orjson.OPT_NON_STR_KEYS
 
 T = TypeVar("T")
@@ -75,6 +86,16 @@ class WireEnvelope:
     timeout_ms: int | None = None
 
 
+def frame_header_length(prefix: bytes | memoryview, frame_size: int) -> int:
+    """Validate a frame's 4-byte length prefix against the frame size; returns the header length."""
+    if len(prefix) < _HEADER_LENGTH.size:
+        raise FrameError(f"frame of {frame_size} bytes is shorter than its 4-byte length prefix")
+    (header_length,) = _HEADER_LENGTH.unpack_from(prefix)
+    if header_length == 0 or _HEADER_LENGTH.size + header_length > frame_size:
+        raise FrameError(f"frame header length {header_length} does not fit in a {frame_size}-byte frame")
+    return int(header_length)
+
+
 class _FieldError(Exception):
     """Internal: a conversion failure, with the field path built up while unwinding."""
 
@@ -84,7 +105,7 @@ class _FieldError(Exception):
         self.path: list[str] = []
 
 
-_Converter = Callable[[Any, memoryview], Any]
+_Converter = Callable[[Any, bytes], Any]
 
 
 def _type_name(value: object) -> str:
@@ -146,13 +167,22 @@ class Codec:
 
     def encode(self, message: object) -> bytes:
         """A frame holding one message (a reply, a piped result, a stand-alone request)."""
-        payload: list[bytes] = []
+        return b"".join(self.encode_parts(message))
+
+    def encode_parts(self, message: object) -> list[bytes]:
+        """The same frame as ``encode``, as [length prefix + header, payload chunks...].
+
+        Writers that can send several buffers (the HTTP transport) use this to avoid copying
+        record bytes into one contiguous frame.
+        """
         header = {"v": FRAME_VERSION, "kind": self._kind_of(message), "body": message}
-        return self._frame(header, payload)
+        return self._frame_parts(header)
 
     def encode_envelopes(self, envelopes: Sequence[WireEnvelope]) -> bytes:
         """A frame holding a batch of envelopes (tells, or one ask), in order."""
-        payload: list[bytes] = []
+        return b"".join(self.encode_envelopes_parts(envelopes))
+
+    def encode_envelopes_parts(self, envelopes: Sequence[WireEnvelope]) -> list[bytes]:
         items = [
             {
                 "target": envelope.target,
@@ -165,7 +195,7 @@ class Codec:
             }
             for envelope in envelopes
         ]
-        return self._frame({"v": FRAME_VERSION, "envelopes": items}, payload)
+        return self._frame_parts({"v": FRAME_VERSION, "envelopes": items})
 
     def _kind_of(self, message: object) -> str:
         cls = type(message)
@@ -173,7 +203,8 @@ class Codec:
             raise TypeError(f"{cls.__name__} is not registered with this codec")
         return wire_kind(cls)
 
-    def _frame(self, header: dict[str, Any], payload: list[bytes]) -> bytes:
+    def _frame_parts(self, header: dict[str, Any]) -> list[bytes]:
+        payload: list[bytes] = []
         offset = 0
 
         def default(value: object) -> object:
@@ -189,7 +220,7 @@ class Codec:
             raise TypeError(f"cannot encode {type(value).__name__}")
 
         header_bytes = orjson.dumps(header, default=default, option=_JSON_OPTIONS)
-        return b"".join([_HEADER_LENGTH.pack(len(header_bytes)), header_bytes, *payload])
+        return [_HEADER_LENGTH.pack(len(header_bytes)) + header_bytes, *payload]
 
     # ---------------------------------------------------------------------------------- decode
 
@@ -197,8 +228,18 @@ class Codec:
         header, payload = self._split(frame)
         return self._decode_item(header, payload, "")
 
+    def decode_parts(self, header_bytes: bytes, payload: bytes) -> Any:
+        """Decode a frame already split into its header JSON and its payload."""
+        return self._decode_item(self._parse_header(header_bytes), payload, "")
+
     def decode_envelopes(self, frame: bytes | bytearray | memoryview) -> list[WireEnvelope]:
         header, payload = self._split(frame)
+        return self._decode_envelope_items(header, payload)
+
+    def decode_envelopes_parts(self, header_bytes: bytes, payload: bytes) -> list[WireEnvelope]:
+        return self._decode_envelope_items(self._parse_header(header_bytes), payload)
+
+    def _decode_envelope_items(self, header: dict[str, Any], payload: bytes) -> list[WireEnvelope]:
         raw_items = header.get("envelopes")
         if not isinstance(raw_items, list):
             raise DecodeError("frame header: 'envelopes' must be a list")
@@ -207,9 +248,8 @@ class Codec:
             where = f"envelopes[{index}]"
             if not isinstance(item, dict):
                 raise DecodeError(f"{where}: expected object, got {_describe(item)}")
-            unknown = set(item) - {"target", "sender", "timeout_ms", "kind", "body"}
-            if unknown:
-                raise DecodeError(f"{where}: unknown field(s) {sorted(unknown)}")
+            if not _ENVELOPE_KEYS.issuperset(item):
+                raise DecodeError(f"{where}: unknown field(s) {sorted(set(item) - _ENVELOPE_KEYS)}")
             target = item.get("target")
             if not isinstance(target, str) or not target:
                 raise DecodeError(f"{where}.target: expected a non-empty str")
@@ -229,27 +269,25 @@ class Codec:
             return ActorRef(node_id=raw[0], name=raw[1])
         raise DecodeError(f"{where}.sender: expected [node_id, name] or null")
 
-    def _split(self, frame: bytes | bytearray | memoryview) -> tuple[dict[str, Any], memoryview]:
+    def _split(self, frame: bytes | bytearray | memoryview) -> tuple[dict[str, Any], bytes]:
         view = memoryview(frame)
-        if view.nbytes < _HEADER_LENGTH.size:
-            raise FrameError(f"frame of {view.nbytes} bytes is shorter than its 4-byte length prefix")
-        (header_length,) = _HEADER_LENGTH.unpack_from(view)
+        header_length = frame_header_length(view[: _HEADER_LENGTH.size], view.nbytes)
         end = _HEADER_LENGTH.size + header_length
-        if header_length == 0 or end > view.nbytes:
-            raise FrameError(
-                f"frame header length {header_length} does not fit in a {view.nbytes}-byte frame"
-            )
+        return self._parse_header(view[_HEADER_LENGTH.size : end]), bytes(view[end:])
+
+    @staticmethod
+    def _parse_header(header_bytes: bytes | memoryview) -> dict[str, Any]:
         try:
-            header = orjson.loads(view[_HEADER_LENGTH.size : end])
+            header = orjson.loads(header_bytes)
         except orjson.JSONDecodeError as error:
             raise FrameError(f"frame header is not valid JSON: {error}") from None
         if not isinstance(header, dict):
             raise FrameError("frame header must be a JSON object")
         if header.get("v") != FRAME_VERSION:
             raise FrameError(f"unsupported frame version {header.get('v')!r}")
-        return header, view[end:]
+        return header
 
-    def _decode_item(self, item: dict[str, Any], payload: memoryview, where: str) -> Any:
+    def _decode_item(self, item: dict[str, Any], payload: bytes, where: str) -> Any:
         kind = item.get("kind")
         if not isinstance(kind, str):
             raise DecodeError(f"{where}kind: expected str, got {_describe(kind)}")
@@ -317,7 +355,7 @@ class Codec:
         if optional:
             names += " | null"
 
-        def convert(value: Any, payload: memoryview) -> Any:
+        def convert(value: Any, payload: bytes) -> Any:
             if value is None and optional:
                 return None
             for converter in converters:
@@ -334,7 +372,7 @@ class Codec:
             return self._converters[cls]
         if cls in self._building:
             # A recursive type: resolve lazily through the finished table.
-            def deferred(value: Any, payload: memoryview) -> Any:
+            def deferred(value: Any, payload: bytes) -> Any:
                 return self._converters[cls](value, payload)
 
             return deferred
@@ -351,7 +389,7 @@ class Codec:
         names = frozenset(name for name, _, _ in compiled)
         class_name = cls.__name__
 
-        def convert(value: Any, payload: memoryview) -> Any:
+        def convert(value: Any, payload: bytes) -> Any:
             if type(value) is not dict:
                 raise _FieldError(f"expected {class_name} object, got {_describe(value)}")
             if len(value) > len(names) or not names.issuperset(value):
@@ -383,7 +421,7 @@ def _has_default(field: dataclasses.Field[Any]) -> bool:
     return field.default is not dataclasses.MISSING or field.default_factory is not dataclasses.MISSING
 
 
-def _none_converter(value: Any, payload: memoryview) -> None:
+def _none_converter(value: Any, payload: bytes) -> None:
     if value is not None:
         raise _FieldError(f"expected null, got {_describe(value)}")
 
@@ -391,7 +429,7 @@ def _none_converter(value: Any, payload: memoryview) -> None:
 def _exact_converter(expected: type) -> _Converter:
     name = expected.__name__
 
-    def convert(value: Any, payload: memoryview) -> Any:
+    def convert(value: Any, payload: bytes) -> Any:
         if type(value) is not expected:
             raise _FieldError(f"expected {name}, got {_describe(value)}")
         return value
@@ -399,7 +437,7 @@ def _exact_converter(expected: type) -> _Converter:
     return convert
 
 
-def _float_converter(value: Any, payload: memoryview) -> float:
+def _float_converter(value: Any, payload: bytes) -> float:
     if type(value) is float:
         return value
     if type(value) is int:
@@ -407,22 +445,24 @@ def _float_converter(value: Any, payload: memoryview) -> float:
     raise _FieldError(f"expected float, got {_describe(value)}")
 
 
-def _bytes_converter(value: Any, payload: memoryview) -> bytes:
+def _bytes_converter(value: Any, payload: bytes) -> bytes:
     if type(value) is not list or len(value) != 2 or type(value[0]) is not int or type(value[1]) is not int:
         raise _FieldError(f"expected a payload reference [offset, length], got {_describe(value)}")
     offset, length = value
-    if offset < 0 or length < 0 or offset + length > payload.nbytes:
+    if offset < 0 or length < 0 or offset + length > len(payload):
         raise _FieldError(
-            f"payload reference [{offset}, {length}] is outside the {payload.nbytes}-byte payload"
+            f"payload reference [{offset}, {length}] is outside the {len(payload)}-byte payload"
         )
-    return bytes(payload[offset : offset + length])
+    if offset == 0 and length == len(payload):
+        return payload  # the common case (one record set per frame): no copy
+    return payload[offset : offset + length]
 
 
 def _enum_converter(enum_type: type[enum.Enum]) -> _Converter:
     by_value = {member.value: member for member in enum_type}
     name = enum_type.__name__
 
-    def convert(value: Any, payload: memoryview) -> Any:
+    def convert(value: Any, payload: bytes) -> Any:
         if type(value) is bool:
             raise _FieldError(f"expected {name}, got {_describe(value)}")
         member = by_value.get(value)
@@ -434,7 +474,7 @@ def _enum_converter(enum_type: type[enum.Enum]) -> _Converter:
 
 
 def _literal_converter(allowed: tuple[Any, ...]) -> _Converter:
-    def convert(value: Any, payload: memoryview) -> Any:
+    def convert(value: Any, payload: bytes) -> Any:
         for candidate in allowed:
             if type(value) is type(candidate) and value == candidate:
                 return candidate
@@ -444,7 +484,7 @@ def _literal_converter(allowed: tuple[Any, ...]) -> _Converter:
 
 
 def _list_converter(item: _Converter, *, tuple_result: bool) -> _Converter:
-    def convert(value: Any, payload: memoryview) -> Any:
+    def convert(value: Any, payload: bytes) -> Any:
         if type(value) is not list:
             raise _FieldError(f"expected list, got {_describe(value)}")
         out = []
@@ -460,7 +500,7 @@ def _list_converter(item: _Converter, *, tuple_result: bool) -> _Converter:
 
 
 def _fixed_tuple_converter(items: list[_Converter]) -> _Converter:
-    def convert(value: Any, payload: memoryview) -> Any:
+    def convert(value: Any, payload: bytes) -> Any:
         if type(value) is not list or len(value) != len(items):
             raise _FieldError(f"expected a list of {len(items)} items, got {_describe(value)}")
         out = []
@@ -478,14 +518,14 @@ def _fixed_tuple_converter(items: list[_Converter]) -> _Converter:
 def _frozenset_converter(item: _Converter) -> _Converter:
     as_list = _list_converter(item, tuple_result=False)
 
-    def convert(value: Any, payload: memoryview) -> Any:
+    def convert(value: Any, payload: bytes) -> Any:
         return frozenset(as_list(value, payload))
 
     return convert
 
 
 def _dict_converter(int_keys: bool, item: _Converter) -> _Converter:
-    def convert(value: Any, payload: memoryview) -> Any:
+    def convert(value: Any, payload: bytes) -> Any:
         if type(value) is not dict:
             raise _FieldError(f"expected object, got {_describe(value)}")
         out: dict[Any, Any] = {}

@@ -20,7 +20,7 @@ __all__ = [
     "HistogramSnapshot",
 ]
 
-# Loopback RPCs take 0.1–1 ms, so the default Prometheus buckets (5 ms .. 10 s) are too coarse.
+# Loopback RPCs take 0.1-1 ms, so the default Prometheus buckets (5 ms .. 10 s) are too coarse.
 LATENCY_BUCKETS_SECONDS: tuple[float, ...] = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
     10.0, 30.0,
@@ -41,7 +41,7 @@ class HistogramSnapshot:
 
 
 class Histogram:
-    __slots__ = ("_bounds", "_counts", "_count", "_sum")
+    __slots__ = ("_bounds", "_count", "_counts", "_sum")
 
     def __init__(self, bounds: tuple[float, ...] = LATENCY_BUCKETS_SECONDS) -> None:
         if list(bounds) != sorted(set(bounds)):

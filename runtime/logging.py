@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import sys
+import time
 from typing import IO, Any
 
 import orjson
@@ -36,9 +37,11 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
-        for key, value in vars(record).items():
-            if key not in _STANDARD_ATTRIBUTES and not key.startswith("_"):
-                document[key] = value
+        document.update(
+            (key, value)
+            for key, value in vars(record).items()
+            if key not in _STANDARD_ATTRIBUTES and not key.startswith("_")
+        )
         if record.exc_info:
             document["exception"] = self.formatException(record.exc_info)
         return orjson.dumps(document, default=str).decode()
@@ -51,7 +54,8 @@ class _ConsoleFormatter(logging.Formatter):
             for key, value in vars(record).items()
             if key not in _STANDARD_ATTRIBUTES and not key.startswith("_")
         )
-        line = f"{self.formatTime(record, '%H:%M:%S')} {record.levelname:<7} {record.name}: {record.getMessage()}"
+        time_text = self.formatTime(record, "%H:%M:%S")
+        line = f"{time_text} {record.levelname:<7} {record.name}: {record.getMessage()}"
         if context:
             line += f"  [{context}]"
         if record.exc_info:
@@ -78,8 +82,6 @@ def configure_logging(level: str = "INFO", *, fmt: str = "json", stream: IO[str]
 
 
 def _utc_time(seconds: float | None) -> Any:
-    import time  # noqa: PLC0415 - only the formatter needs it
-
     return time.gmtime(seconds)
 
 

@@ -658,7 +658,8 @@ class ActorSystem:
         def expire() -> None:
             expired = self._routes.pop(reply_id, None)
             if expired is not None:
-                expired.fail(AskTimedOut(target=expired.target, timeout_ms=expired.timeout_ms))
+                target = expired.target if "@" in expired.target else f"{expired.target}@{self.node_id}"
+                expired.fail(AskTimedOut(target=target, timeout_ms=expired.timeout_ms))
 
         route.timer = self.clock.call_later(route.timeout_ms, expire)
         self._routes[reply_id] = route
@@ -784,7 +785,7 @@ class ActorSystem:
         if cell is None:
             raise UnknownActorError(f"{envelope.target}@{self.node_id}")
         timeout_ms = envelope.timeout_ms if envelope.timeout_ms is not None else 30_000
-        pending = self._reply_future(f"{envelope.target}@{self.node_id}", timeout_ms)
+        pending = self._reply_future(envelope.target, timeout_ms)
         try:
             await cell.enqueue_when_space(Envelope(envelope.message, envelope.sender, pending.requester))
         except MailboxClosedError:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import io
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
@@ -38,10 +37,17 @@ import aiohttp
 import orjson
 from aiohttp import web
 
-from runtime.codec import FRAME_CONTENT_TYPE, Codec, WireEnvelope
+from runtime.codec import (
+    FRAME_CONTENT_TYPE,
+    FRAME_PREFIX_BYTES,
+    Codec,
+    WireEnvelope,
+    frame_header_length,
+)
 from runtime.errors import (
     AskTimeoutError,
     CodecError,
+    FrameError,
     MailboxClosedError,
     PeerUnavailableError,
     RemoteRequestError,
@@ -53,23 +59,108 @@ from runtime.transport.base import InboundHandler, TaskSpawner
 __all__ = [
     "ASK_PATH",
     "TELL_PATH",
+    "FramePayload",
     "HttpServer",
     "HttpTransport",
     "error_response",
+    "frame_body",
     "json_error_middleware",
+    "read_frame",
 ]
 
 TELL_PATH = "/internal/v1/tell"
 ASK_PATH = "/internal/v1/ask"
 _MAX_BATCH_ENVELOPES = 1024
-# aiohttp sends bodies above 1 MiB given as raw bytes in one go (and warns); stream those instead.
-_STREAM_BODY_BYTES = 1 << 20
 # Grace added to the client-side deadline so the server's own 504 normally arrives first.
 _CLIENT_GRACE_S = 0.2
 
 _log = logging.getLogger("actorlog.runtime.http")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+class FramePayload(aiohttp.payload.Payload):
+    """A frame given as several buffers (header, then record bytes), written without joining them.
+
+    Record bytes are the bulk of replication traffic; copying them into one contiguous body would
+    cost a memory copy per hop for nothing.
+    """
+
+    _autoclose = True
+
+    def __init__(self, parts: list[bytes]) -> None:
+        super().__init__(parts, content_type=FRAME_CONTENT_TYPE)
+        self._parts = parts
+        self._size = sum(len(part) for part in parts)
+
+    def decode(self, encoding: str = "utf-8", errors: str = "strict") -> str:
+        raise TypeError("a binary frame has no text form")
+
+    async def as_bytes(self, encoding: str = "utf-8", errors: str = "strict") -> bytes:
+        return b"".join(self._parts)
+
+    async def write(self, writer: Any) -> None:
+        for part in self._parts:
+            await writer.write(part)
+
+    async def write_with_length(self, writer: Any, content_length: int | None) -> None:
+        if content_length is None:
+            await self.write(writer)
+            return
+        remaining = content_length
+        for part in self._parts:
+            if remaining <= 0:
+                break
+            await writer.write(part[:remaining] if len(part) > remaining else part)
+            remaining -= len(part)
+
+
+# Below this size a frame is joined into one buffer: aiohttp then sends headers and body in one
+# write (one TCP segment); a multi-part payload is written after the headers, in separate writes.
+_JOIN_BELOW_BYTES = 256 * 1024
+
+
+def frame_body(parts: list[bytes]) -> bytes | FramePayload:
+    """The cheapest body for a frame: one buffer when small, multi-part (no copy) when large."""
+    if sum(len(part) for part in parts) < _JOIN_BELOW_BYTES:
+        return b"".join(parts)
+    return FramePayload(parts)
+
+
+class FrameTooLargeError(FrameError):
+    """A request body above the transport's size bound."""
+
+
+async def read_frame(
+    stream: aiohttp.StreamReader, content_length: int | None, max_bytes: int
+) -> tuple[bytes, bytes]:
+    """Read a frame from a body stream as (header JSON, payload) without an extra payload copy.
+
+    Raises FrameError for a body that is not a frame and FrameTooLargeError above ``max_bytes``.
+    """
+    if content_length is None:
+        body = await stream.read(max_bytes + 1)
+        if len(body) > max_bytes or not stream.at_eof():
+            raise FrameTooLargeError(f"body exceeds the {max_bytes}-byte limit")
+        header_length = frame_header_length(body[:FRAME_PREFIX_BYTES], len(body))
+        header_end = FRAME_PREFIX_BYTES + header_length
+        return body[FRAME_PREFIX_BYTES:header_end], body[header_end:]
+    if content_length > max_bytes:
+        raise FrameTooLargeError(f"body of {content_length} bytes exceeds the {max_bytes}-byte limit")
+    try:
+        if content_length < _JOIN_BELOW_BYTES:
+            # Small frames: one read, then cheap slices.
+            body = await stream.readexactly(content_length)
+            header_length = frame_header_length(body[:FRAME_PREFIX_BYTES], content_length)
+            header_end = FRAME_PREFIX_BYTES + header_length
+            return body[FRAME_PREFIX_BYTES:header_end], body[header_end:]
+        prefix = await stream.readexactly(min(FRAME_PREFIX_BYTES, content_length))
+        header_length = frame_header_length(prefix, content_length)
+        header = await stream.readexactly(header_length)
+        payload = await stream.readexactly(content_length - FRAME_PREFIX_BYTES - header_length)
+    except asyncio.IncompleteReadError as error:
+        raise FrameError(f"body ended after {len(error.partial)} bytes of a frame part") from None
+    return header, payload
 
 
 def error_response(status: int, error: WireError | int, message: str) -> web.Response:
@@ -124,9 +215,7 @@ class HttpServer:
         return self._app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(
-            self._app, access_log=None, handle_signals=False, shutdown_timeout=1.0
-        )
+        self._runner = web.AppRunner(self._app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self._requested_port)
         await site.start()
@@ -194,6 +283,8 @@ class HttpTransport:
         self._spawn: TaskSpawner | None = None
         self._channels: dict[str, _PeerChannel] = {}
         self._stopped = False
+        self._timeouts: dict[int, aiohttp.ClientTimeout] = {}
+        self._headers_value = {"Authorization": self._auth_header, "Content-Type": FRAME_CONTENT_TYPE}
         self.statistics = HttpTransportStatistics()
 
     # --------------------------------------------------------------------------- server side
@@ -217,9 +308,12 @@ class HttpTransport:
             )
         if self._inbound is None:
             return error_response(503, WireError.NETWORK_EXCEPTION, "node is not accepting messages yet")
-        body = await request.read()
         try:
-            return self.codec.decode_envelopes(body)
+            header, payload = await read_frame(request.content, request.content_length, self.max_body_bytes)
+            return self.codec.decode_envelopes_parts(header, payload)
+        except FrameTooLargeError as error:
+            self.statistics.requests_rejected_total += 1
+            return error_response(413, WireError.MESSAGE_TOO_LARGE, str(error))
         except CodecError as error:
             self.statistics.requests_rejected_total += 1
             return error_response(400, WireError.INVALID_REQUEST, f"malformed frame: {error}")
@@ -259,11 +353,14 @@ class HttpTransport:
         except AskTimeoutError as error:
             return error_response(504, WireError.REQUEST_TIMED_OUT, str(error))
         try:
-            body = self.codec.encode(reply)
+            parts = self.codec.encode_parts(reply)
         except TypeError as error:
             _log.error("cannot encode reply %r: %s", reply, error)
             return error_response(500, WireError.UNKNOWN_SERVER_ERROR, f"reply not encodable: {error}")
-        return web.Response(body=body, content_type=FRAME_CONTENT_TYPE)
+        body = frame_body(parts)
+        if isinstance(body, bytes):
+            return web.Response(body=body, content_type=FRAME_CONTENT_TYPE)
+        return web.Response(body=body)
 
     # -------------------------------------------------------------------------- client side
 
@@ -277,7 +374,7 @@ class HttpTransport:
             self._session = aiohttp.ClientSession(connector=connector)
 
     def _headers(self) -> dict[str, str]:
-        return {"Authorization": self._auth_header, "Content-Type": FRAME_CONTENT_TYPE}
+        return self._headers_value
 
     def send(self, node_id: str, envelope: WireEnvelope) -> None:
         if self._stopped or self._spawn is None:
@@ -319,7 +416,7 @@ class HttpTransport:
         timeout = aiohttp.ClientTimeout(total=self._tell_timeout_s, connect=self._connect_timeout_s)
         async with session.post(
             base + TELL_PATH,
-            data=self.codec.encode_envelopes(batch),
+            data=frame_body(self.codec.encode_envelopes_parts(batch)),
             headers=self._headers(),
             timeout=timeout,
         ) as response:
@@ -347,24 +444,32 @@ class HttpTransport:
         if session is None:
             raise PeerUnavailableError(node_id, "transport not started")
         target = f"{envelope.target}@{node_id}"
-        timeout = aiohttp.ClientTimeout(
-            total=timeout_ms / 1000 + _CLIENT_GRACE_S, connect=min(self._connect_timeout_s, timeout_ms / 1000)
-        )
-        body = self.codec.encode_envelopes([envelope])
+        timeout = self._timeouts.get(timeout_ms)
+        if timeout is None:
+            timeout = aiohttp.ClientTimeout(
+                total=timeout_ms / 1000 + _CLIENT_GRACE_S,
+                connect=min(self._connect_timeout_s, timeout_ms / 1000),
+            )
+            if len(self._timeouts) < 64:
+                self._timeouts[timeout_ms] = timeout
+        body = frame_body(self.codec.encode_envelopes_parts([envelope]))
         try:
             async with session.post(
-                base + ASK_PATH, data=_request_body(body), headers=self._headers(), timeout=timeout
+                base + ASK_PATH, data=body, headers=self._headers(), timeout=timeout
             ) as response:
-                data = await response.read()
                 status = response.status
+                if status == 200:
+                    header, payload = await read_frame(
+                        response.content, response.content_length, self.max_body_bytes
+                    )
+                    return self.codec.decode_parts(header, payload)
+                data = await response.read()
         except TimeoutError:
             raise AskTimeoutError(target, timeout_ms) from None
         except aiohttp.ClientConnectionError as error:
             raise PeerUnavailableError(node_id, f"{type(error).__name__}: {error}") from None
         except aiohttp.ClientError as error:
             raise PeerUnavailableError(node_id, f"{type(error).__name__}: {error}") from None
-        if status == 200:
-            return self.codec.decode(data)
         if status == 404:
             raise UnknownActorError(target)
         if status == 504:
@@ -380,10 +485,6 @@ class HttpTransport:
         if self._session is not None and self._owns_session:
             await self._session.close()
             self._session = None
-
-
-def _request_body(body: bytes) -> bytes | io.BytesIO:
-    return io.BytesIO(body) if len(body) > _STREAM_BODY_BYTES else body
 
 
 def _remote_error(status: int, data: bytes) -> RemoteRequestError:

@@ -96,6 +96,8 @@ class SilentAsker(Actor[Any]):
                 )
             case Outcome():
                 self.outcomes.append(message.value)
+            case _:
+                raise AssertionError(f"unexpected {message!r}")
 
 
 class Mute(Actor[Any]):
@@ -155,6 +157,8 @@ class TimerActor(Actor[Any]):
                 ctx.cancel_timer(key)
             case str():
                 self.fired.append((ctx.now_ms, message))
+            case _:
+                raise AssertionError(f"unexpected {message!r}")
 
 
 async def test_periodic_timer_fires_every_interval(clock, activity):
@@ -222,6 +226,8 @@ class Piper(Actor[Any]):
                 ctx.pipe_to_self(operation, WorkDone, WorkFailed)
             case WorkDone() | WorkFailed():
                 self.results.append(message)
+            case _:
+                raise AssertionError(f"unexpected {message!r}")
 
 
 async def test_pipe_to_self_delivers_result_and_failure_as_messages(clock, activity):
@@ -271,7 +277,7 @@ async def test_restart_keeps_the_address_and_the_queued_messages(clock, activity
 async def test_too_many_restarts_escalate_and_fail_the_node(clock, activity):
     incarnations: list[int] = []
     strategy = SupervisorStrategy.restart(max_restarts=2, within_ms=10_000, backoff_min_ms=0)
-    with pytest.raises(ExceptionGroup) as raised:
+    with pytest.raises(ExceptionGroup) as raised:  # noqa: PT012 - the failure surfaces at system exit
         async with ActorSystem("n1", clock=clock, activity=activity) as system:
             ref = system.spawn("fragile", lambda: Fragile(incarnations, []), supervision=strategy)
             for _ in range(3):
@@ -303,9 +309,7 @@ async def test_escalated_child_failure_restarts_the_parent(clock, activity):
             super().__init__([], SupervisorStrategy.escalate())
 
     async with ActorSystem("n1", clock=clock, activity=activity) as system:
-        system.spawn(
-            "parent", CountingParent, supervision=SupervisorStrategy.restart(backoff_min_ms=10)
-        )
+        system.spawn("parent", CountingParent, supervision=SupervisorStrategy.restart(backoff_min_ms=10))
         await system.wait_idle()
         system.tell(system.ref("child"), "crash")
         await advance(clock, activity, 10)

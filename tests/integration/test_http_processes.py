@@ -48,22 +48,23 @@ async def node_process(*arguments: str) -> AsyncIterator[tuple[asyncio.subproces
 
 
 async def test_two_processes_exchange_asks_over_http() -> None:
-    async with node_process("--node-id", "a", "--secret", SECRET) as (_, url_a):
-        async with node_process(
-            "--node-id", "b", "--secret", SECRET, "--peer", f"a={url_a}", "--asks", "50"
-        ) as (process_b, url_b):
-            assert process_b.stdout is not None
-            line = (await asyncio.wait_for(process_b.stdout.readline(), timeout=30)).decode()
-            assert line.split() == ["ASKS", "50", "0"]
-            # And the other direction, from this (third) process as a client-only node.
-            addresses = {"a": url_a, "b": url_b}
-            transport = HttpTransport(make_codec(), secret=SECRET, resolve=addresses.get)
-            async with ActorSystem("client", transport=transport) as client:
-                for node in ("a", "b"):
-                    reply = await client.ask(
-                        ActorRef(node_id=node, name="echo"), Ping(sequence=5, payload=b"x" * 1000), timeout_ms=5000
-                    )
-                    assert reply == Pong(sequence=5, payload=b"x" * 1000)
+    async with node_process("--node-id", "a", "--secret", SECRET) as (_, url_a), node_process(
+        "--node-id", "b", "--secret", SECRET, "--peer", f"a={url_a}", "--asks", "50"
+    ) as (process_b, url_b):
+        assert process_b.stdout is not None
+        line = (await asyncio.wait_for(process_b.stdout.readline(), timeout=30)).decode()
+        assert line.split() == ["ASKS", "50", "0"]
+        # And the other direction, from this (third) process as a client-only node.
+        addresses = {"a": url_a, "b": url_b}
+        transport = HttpTransport(make_codec(), secret=SECRET, resolve=addresses.get)
+        async with ActorSystem("client", transport=transport) as client:
+            for node in ("a", "b"):
+                reply = await client.ask(
+                    ActorRef(node_id=node, name="echo"),
+                    Ping(sequence=5, payload=b"x" * 1000),
+                    timeout_ms=5000,
+                )
+                assert reply == Pong(sequence=5, payload=b"x" * 1000)
 
 
 async def test_requests_without_the_right_secret_get_401_and_change_nothing() -> None:
@@ -97,7 +98,9 @@ async def test_requests_without_the_right_secret_get_401_and_change_nothing() ->
 async def test_bodies_above_the_limit_get_413_with_a_kafka_error_code() -> None:
     codec = make_codec()
     async with node_process("--node-id", "a", "--secret", SECRET) as (_, url):
-        body = codec.encode_envelopes([WireEnvelope("echo", Ping(sequence=1, payload=b"x" * (9 << 20)), None, 1000)])
+        body = codec.encode_envelopes(
+            [WireEnvelope("echo", Ping(sequence=1, payload=b"x" * (9 << 20)), None, 1000)]
+        )
         headers = {"Content-Type": FRAME_CONTENT_TYPE, "Authorization": f"Bearer {SECRET}"}
         async with (
             aiohttp.ClientSession() as session,

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import signal
-import sys
 
 from runtime import ActorSystem
 from runtime.ref import ActorRef
@@ -25,7 +24,9 @@ async def run(arguments: argparse.Namespace) -> None:
     for peer in arguments.peer or []:
         node, url = peer.split("=", 1)
         addresses[node] = url
-    transport = HttpTransport(make_codec(), secret=arguments.secret, resolve=addresses.get)
+    transport = HttpTransport(
+        make_codec(), secret=arguments.secret, resolve=addresses.get, max_body_bytes=8 << 20
+    )
     server = HttpServer("127.0.0.1", 0, routes=transport.routes(), max_body_bytes=8 << 20)
     await server.start()
     stop = asyncio.Event()
@@ -59,4 +60,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()
