@@ -1,0 +1,87 @@
+"""What the Kafka roles need to know of the configuration, with Kafka's names and defaults.
+
+Field names are Kafka's keys with dots turned into underscores (``replica.lag.time.max.ms`` is
+``replica_lag_time_max_ms``). Defaults are Kafka 2.4.1's (the behaviour baseline), except the
+durability defaults actorlog chooses on purpose: topics get replication factor 3 and
+``min.insync.replicas=2`` unless configured otherwise. Parsing the keys from properties files,
+flags and the environment is ``ops/config.py``'s job; these dataclasses only hold validated values.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["BrokerConfig", "TopicPolicy"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicPolicy:
+    """The replication settings of one topic (broker defaults overridden by topic config)."""
+
+    min_insync_replicas: int = 2
+    unclean_leader_election_enable: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_insync_replicas < 1:
+            raise ValueError("min.insync.replicas must be at least 1")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerConfig:
+    broker_id: int
+    # ISR maintenance (kafka-semantics.md §1.1). Kafka 2.5+ raised the lag default to 30000.
+    replica_lag_time_max_ms: int = 10_000
+    replica_high_watermark_checkpoint_interval_ms: int = 5_000
+    # Follower fetching.
+    num_replica_fetchers: int = 1
+    replica_fetch_max_bytes: int = 1_048_576
+    replica_fetch_response_max_bytes: int = 10_485_760
+    replica_fetch_wait_max_ms: int = 500
+    replica_fetch_min_bytes: int = 1
+    replica_fetch_backoff_ms: int = 1_000
+    replica_socket_timeout_ms: int = 30_000
+    # Topic defaults.
+    default_replication_factor: int = 3
+    num_partitions: int = 1
+    min_insync_replicas: int = 2
+    unclean_leader_election_enable: bool = False
+    message_max_bytes: int = 1_000_012
+    # Requests.
+    request_timeout_ms: int = 30_000
+    # ZooKeeper session (Kafka 2.5+ raised the default to 18000).
+    zookeeper_session_timeout_ms: int = 6_000
+    zookeeper_connection_timeout_ms: int = 6_000
+    # Controller.
+    controller_socket_timeout_ms: int = 30_000
+    controlled_shutdown_enable: bool = True
+    controlled_shutdown_max_retries: int = 3
+    controlled_shutdown_retry_backoff_ms: int = 5_000
+    auto_leader_rebalance_enable: bool = True
+    leader_imbalance_per_broker_percentage: int = 10
+    leader_imbalance_check_interval_seconds: int = 300
+    # Log maintenance tasks.
+    log_flush_offset_checkpoint_interval_ms: int = 60_000
+    log_flush_start_offset_checkpoint_interval_ms: int = 60_000
+    log_retention_check_interval_ms: int = 300_000
+    log_flush_scheduler_interval_ms: int = 9_223_372_036_854_775_807
+
+    def __post_init__(self) -> None:
+        if self.broker_id < 0:
+            raise ValueError("broker.id must be >= 0")
+        for name in ("replica_lag_time_max_ms", "num_replica_fetchers", "replica_fetch_max_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name.replace('_', '.')} must be positive")
+        if self.replica_fetch_wait_max_ms >= self.replica_socket_timeout_ms:
+            # Kafka's own check: a fetch must not outlive the socket timeout.
+            raise ValueError("replica.fetch.wait.max.ms must be less than replica.socket.timeout.ms")
+
+    @property
+    def isr_expiration_interval_ms(self) -> int:
+        """Kafka's isr-expiration task period: replica.lag.time.max.ms / 2 (integer division)."""
+        return self.replica_lag_time_max_ms // 2
+
+    def topic_policy(self) -> TopicPolicy:
+        return TopicPolicy(
+            min_insync_replicas=self.min_insync_replicas,
+            unclean_leader_election_enable=self.unclean_leader_election_enable,
+        )

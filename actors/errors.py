@@ -1,0 +1,100 @@
+"""Kafka's error codes, as data.
+
+Protocol failures travel in responses as an ``ErrorCode`` (Kafka's numbers and names), never as
+exceptions. Each code knows whether a client may retry it (``retriable``) and whether it means the
+client's metadata is stale (``invalid_metadata``: refresh before retrying), as Kafka's ``Errors``
+enum and the Java client's exception hierarchy define them (kafka-semantics.md §12.3, §14.1).
+
+Kafka 2.7 renamed NOT_LEADER_FOR_PARTITION (6) to NOT_LEADER_OR_FOLLOWER; the new name is used.
+"""
+
+from __future__ import annotations
+
+import enum
+
+__all__ = ["ErrorCode"]
+
+
+class ErrorCode(enum.IntEnum):
+    UNKNOWN_SERVER_ERROR = -1
+    NONE = 0
+    OFFSET_OUT_OF_RANGE = 1
+    CORRUPT_MESSAGE = 2
+    UNKNOWN_TOPIC_OR_PARTITION = 3
+    INVALID_FETCH_SIZE = 4
+    LEADER_NOT_AVAILABLE = 5
+    NOT_LEADER_OR_FOLLOWER = 6
+    REQUEST_TIMED_OUT = 7
+    BROKER_NOT_AVAILABLE = 8
+    REPLICA_NOT_AVAILABLE = 9
+    MESSAGE_TOO_LARGE = 10
+    STALE_CONTROLLER_EPOCH = 11
+    NETWORK_EXCEPTION = 13
+    INVALID_TOPIC_EXCEPTION = 17
+    RECORD_LIST_TOO_LARGE = 18
+    NOT_ENOUGH_REPLICAS = 19
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+    INVALID_REQUIRED_ACKS = 21
+    INVALID_TIMESTAMP = 32
+    TOPIC_ALREADY_EXISTS = 36
+    INVALID_PARTITIONS = 37
+    INVALID_REPLICATION_FACTOR = 38
+    INVALID_REPLICA_ASSIGNMENT = 39
+    INVALID_CONFIG = 40
+    NOT_CONTROLLER = 41
+    INVALID_REQUEST = 42
+    OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+    DUPLICATE_SEQUENCE_NUMBER = 46
+    INVALID_PRODUCER_EPOCH = 47
+    KAFKA_STORAGE_ERROR = 56
+    SASL_AUTHENTICATION_FAILED = 58
+    UNKNOWN_PRODUCER_ID = 59
+    PREFERRED_LEADER_NOT_AVAILABLE = 80
+    FENCED_LEADER_EPOCH = 74
+    UNKNOWN_LEADER_EPOCH = 75
+    STALE_BROKER_EPOCH = 77
+    OFFSET_NOT_AVAILABLE = 78
+    ELECTION_NOT_NEEDED = 84
+    INVALID_RECORD = 87
+
+    @property
+    def retriable(self) -> bool:
+        return self in _RETRIABLE
+
+    @property
+    def invalid_metadata(self) -> bool:
+        return self in _INVALID_METADATA
+
+    @classmethod
+    def of(cls, name_or_code: str | int) -> ErrorCode:
+        """Look a code up by Kafka name or number (unknown numbers become UNKNOWN_SERVER_ERROR)."""
+        if isinstance(name_or_code, str):
+            return cls[name_or_code]
+        try:
+            return cls(name_or_code)
+        except ValueError:
+            return cls.UNKNOWN_SERVER_ERROR
+
+
+_INVALID_METADATA = frozenset(
+    {
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.KAFKA_STORAGE_ERROR,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+    }
+)
+
+_RETRIABLE = _INVALID_METADATA | frozenset(
+    {
+        ErrorCode.CORRUPT_MESSAGE,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.NOT_ENOUGH_REPLICAS,
+        ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+        ErrorCode.OFFSET_NOT_AVAILABLE,
+        ErrorCode.NOT_CONTROLLER,
+    }
+)
