@@ -325,7 +325,8 @@ class PartitionState:
 
     def begin_shrink(self, out_of_sync: frozenset[BrokerId]) -> LeaderAndIsr:
         assert isinstance(self.isr_state, CommittedIsr), f"{self.tp}: ISR change already in flight"
-        assert out_of_sync and self.local_broker_id not in out_of_sync, (
+        assert out_of_sync, f"{self.tp}: a shrink needs out-of-sync replicas"
+        assert self.local_broker_id not in out_of_sync, (
             f"{self.tp}: cannot remove {sorted(out_of_sync)} (the leader stays in the ISR)"
         )
         self.isr_state = PendingShrinkIsr(self.isr, out_of_sync)

@@ -8,7 +8,9 @@ from runtime.supervision import Directive, RestartTracker, SupervisorStrategy
 
 
 def test_restart_back_off_doubles_up_to_the_maximum() -> None:
-    tracker = RestartTracker(SupervisorStrategy.restart(backoff_min_ms=100, backoff_max_ms=500, max_restarts=10))
+    tracker = RestartTracker(
+        SupervisorStrategy.restart(backoff_min_ms=100, backoff_max_ms=500, max_restarts=10)
+    )
     delays = [tracker.on_failure(now_ms=i)[1] for i in range(5)]
     assert delays == [100, 200, 400, 500, 500]
 
@@ -39,7 +41,9 @@ def test_failures_outside_the_window_are_forgotten() -> None:
     ("strategy", "directive"),
     [(SupervisorStrategy.stop(), Directive.STOP), (SupervisorStrategy.escalate(), Directive.ESCALATE)],
 )
-def test_stop_and_escalate_strategies_apply_directly(strategy: SupervisorStrategy, directive: Directive) -> None:
+def test_stop_and_escalate_strategies_apply_directly(
+    strategy: SupervisorStrategy, directive: Directive
+) -> None:
     assert RestartTracker(strategy).on_failure(0) == (directive, 0)
 
 
