@@ -1,0 +1,581 @@
+"""Kafka's ZooKeeper layout and znode payloads (Kafka's ``ZkData.scala``), as pure code.
+
+What this module owns: every znode path actorlog writes, the list of persistent paths a broker
+ensures at startup, and the JSON payloads, field for field and version for version, so that
+anyone who knows Kafka's ZooKeeper data can read ours with ``zkCli.sh``:
+
+=============================================== ================================================
+``/brokers/ids/<id>`` (ephemeral)               ``{"version":4,"host","port","endpoints",
+                                                "listener_security_protocol_map","jmx_port",
+                                                "timestamp":"<ms>","rack"?}``; czxid = broker epoch
+``/controller`` (ephemeral)                     ``{"version":1,"brokerid":N,"timestamp":"<ms>"}``
+``/controller_epoch``                           ``"<epoch>"`` as decimal text
+``/brokers/topics/<t>``                         ``{"version":2,"partitions":{"0":[1,2]},
+                                                "adding_replicas":{},"removing_replicas":{}}``
+``/brokers/topics/<t>/partitions/<p>/state``    ``{"version":1,"leader","leader_epoch",
+                                                "controller_epoch","isr":[..]}``
+``/isr_change_notification/isr_change_<seq>``   ``{"version":1,"partitions":[{"topic","partition"}]}``
+``/admin/delete_topics/<t>``                    no data
+``/admin/preferred_replica_election``           ``{"version":1,"partitions":[{"topic","partition"}]}``
+``/config/topics/<t>``                          ``{"version":1,"config":{"key":"value"}}``
+=============================================== ================================================
+
+Rules kept here:
+
+* No I/O, no asyncio, no clock: timestamps are arguments (``timestamp_ms``), as in the rest of
+  ``actors/``. orjson is the only dependency.
+* Decoding is strict. A malformed znode raises ``ZkDataError`` naming the znode path, the field
+  and what is wrong; it never escapes as a KeyError or TypeError.
+* A broker's HTTP endpoint is its Kafka "listener": ``endpoints: ["HTTP://host:port"]`` with
+  ``listener_security_protocol_map: {"HTTP": "PLAINTEXT"}``, and the legacy top-level
+  ``host``/``port`` are the same host and port (Kafka fills them from the PLAINTEXT endpoint).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
+from typing import Any, Final
+
+import orjson
+
+__all__ = [
+    "ADMIN_PATH",
+    "BROKERS_PATH",
+    "BROKER_IDS_PATH",
+    "BROKER_SEQUENCE_ID_PATH",
+    "CONFIG_CHANGES_PATH",
+    "CONFIG_PATH",
+    "CONFIG_TOPICS_PATH",
+    "CONTROLLER_EPOCH_PATH",
+    "CONTROLLER_PATH",
+    "DELETE_TOPICS_PATH",
+    "HTTP_LISTENER_NAME",
+    "ISR_CHANGE_NOTIFICATION_PATH",
+    "ISR_CHANGE_NOTIFICATION_PREFIX",
+    "PERSISTENT_ZK_PATHS",
+    "PREFERRED_REPLICA_ELECTION_PATH",
+    "TOPICS_PATH",
+    "BrokerRegistration",
+    "ControllerRegistration",
+    "EndPoint",
+    "PartitionState",
+    "TopicAssignment",
+    "TopicPartition",
+    "ZkDataError",
+    "broker_id_path",
+    "decode_broker_registration",
+    "decode_controller",
+    "decode_controller_epoch",
+    "decode_isr_change_notification",
+    "decode_partition_state",
+    "decode_preferred_replica_election",
+    "decode_topic_assignment",
+    "decode_topic_config",
+    "delete_topic_path",
+    "encode_broker_registration",
+    "encode_controller",
+    "encode_controller_epoch",
+    "encode_isr_change_notification",
+    "encode_partition_state",
+    "encode_preferred_replica_election",
+    "encode_topic_assignment",
+    "encode_topic_config",
+    "http_broker_registration",
+    "isr_change_notification_path",
+    "isr_change_sequence_number",
+    "parse_broker_id",
+    "partition_state_path",
+    "topic_config_path",
+    "topic_partition_path",
+    "topic_partitions_path",
+    "topic_path",
+]
+
+# ------------------------------------------------------------------------------------- paths
+
+CONTROLLER_PATH: Final = "/controller"
+CONTROLLER_EPOCH_PATH: Final = "/controller_epoch"
+BROKERS_PATH: Final = "/brokers"
+BROKER_IDS_PATH: Final = "/brokers/ids"
+BROKER_SEQUENCE_ID_PATH: Final = "/brokers/seqid"
+TOPICS_PATH: Final = "/brokers/topics"
+ISR_CHANGE_NOTIFICATION_PATH: Final = "/isr_change_notification"
+ISR_CHANGE_NOTIFICATION_PREFIX: Final = "isr_change_"
+ADMIN_PATH: Final = "/admin"
+DELETE_TOPICS_PATH: Final = "/admin/delete_topics"
+PREFERRED_REPLICA_ELECTION_PATH: Final = "/admin/preferred_replica_election"
+CONFIG_PATH: Final = "/config"
+CONFIG_TOPICS_PATH: Final = "/config/topics"
+CONFIG_CHANGES_PATH: Final = "/config/changes"
+
+PERSISTENT_ZK_PATHS: Final[tuple[str, ...]] = (
+    "/consumers",
+    BROKER_IDS_PATH,
+    TOPICS_PATH,
+    CONFIG_CHANGES_PATH,
+    DELETE_TOPICS_PATH,
+    BROKER_SEQUENCE_ID_PATH,
+    ISR_CHANGE_NOTIFICATION_PATH,
+    "/latest_producer_id_block",
+    "/log_dir_event_notification",
+    CONFIG_TOPICS_PATH,
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+)
+"""Kafka's ``ZkData.PersistentZkPaths`` (2.4): created, with their parents, at broker startup."""
+
+HTTP_LISTENER_NAME: Final = "HTTP"
+_LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
+_SEQUENCE = re.compile(r"[0-9]{10}")
+_DECIMAL = re.compile(r"[0-9]+")
+_ENDPOINT = re.compile(r"(?P<listener>[A-Za-z0-9_]+)://\[?(?P<host>[0-9a-zA-Z\-%._:]*)\]?:(?P<port>-?[0-9]+)")
+
+
+def _checked_topic(topic: str) -> str:
+    if not _LEGAL_TOPIC.fullmatch(topic) or topic in (".", ".."):
+        raise ValueError(f"illegal Kafka topic name {topic!r} (legal: [a-zA-Z0-9._-], 1-249 chars)")
+    return topic
+
+
+def _checked_id(name: str, value: int) -> int:
+    if value < 0:
+        raise ValueError(f"{name} must be non-negative, not {value}")
+    return value
+
+
+def broker_id_path(broker_id: int) -> str:
+    return f"{BROKER_IDS_PATH}/{_checked_id('broker_id', broker_id)}"
+
+
+def topic_path(topic: str) -> str:
+    return f"{TOPICS_PATH}/{_checked_topic(topic)}"
+
+
+def topic_partitions_path(topic: str) -> str:
+    return f"{topic_path(topic)}/partitions"
+
+
+def topic_partition_path(topic: str, partition: int) -> str:
+    return f"{topic_partitions_path(topic)}/{_checked_id('partition', partition)}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    return f"{topic_partition_path(topic, partition)}/state"
+
+
+def isr_change_notification_path(sequence_number: str = "") -> str:
+    """With no argument: the prefix to create sequentially (ZooKeeper appends ``%010d``)."""
+    return f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_NOTIFICATION_PREFIX}{sequence_number}"
+
+
+def isr_change_sequence_number(name: str) -> str:
+    """``isr_change_0000000042`` (a child name or a full path) -> ``0000000042``."""
+    last = name.rsplit("/", 1)[-1]
+    sequence = last.removeprefix(ISR_CHANGE_NOTIFICATION_PREFIX)
+    if sequence == last or not _SEQUENCE.fullmatch(sequence):
+        raise ValueError(f"not an ISR change notification znode: {name!r}")
+    return sequence
+
+
+def delete_topic_path(topic: str) -> str:
+    return f"{DELETE_TOPICS_PATH}/{_checked_topic(topic)}"
+
+
+def topic_config_path(topic: str) -> str:
+    return f"{CONFIG_TOPICS_PATH}/{_checked_topic(topic)}"
+
+
+# ------------------------------------------------------------------------------------ errors
+
+
+class ZkDataError(ValueError):
+    """A znode's payload does not have Kafka's shape. Names the znode and the field."""
+
+    def __init__(self, path: str, field_name: str, reason: str) -> None:
+        super().__init__(f"malformed znode {path}: field {field_name!r}: {reason}")
+        self.path = path
+        self.field = field_name
+        self.reason = reason
+
+
+class _Reader:
+    """Typed access to one decoded JSON object, raising ZkDataError with path and field."""
+
+    def __init__(self, path: str, data: bytes) -> None:
+        self.path = path
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as error:
+            raise ZkDataError(path, "<json>", f"not JSON ({error})") from None
+        if not isinstance(value, dict):
+            raise ZkDataError(path, "<json>", f"expected a JSON object, got {type(value).__name__}")
+        self.value: dict[str, Any] = value
+
+    def error(self, field_name: str, reason: str) -> ZkDataError:
+        return ZkDataError(self.path, field_name, reason)
+
+    def get(self, key: str) -> Any:
+        if key not in self.value:
+            raise self.error(key, "missing")
+        return self.value[key]
+
+    def integer(self, key: str, value: Any = None, *, minimum: int | None = None) -> int:
+        raw = self.get(key) if value is None else value
+        if type(raw) is not int:
+            raise self.error(key, f"expected an integer, got {raw!r}")
+        if minimum is not None and raw < minimum:
+            raise self.error(key, f"must be >= {minimum}, got {raw}")
+        return raw
+
+    def string(self, key: str) -> str:
+        raw = self.get(key)
+        if not isinstance(raw, str):
+            raise self.error(key, f"expected a string, got {raw!r}")
+        return raw
+
+    def version(self, *accepted: int) -> int:
+        version = self.integer("version")
+        if version not in accepted:
+            raise self.error("version", f"unsupported version {version} (accepted: {list(accepted)})")
+        return version
+
+    def int_list(self, key: str, value: Any = None) -> tuple[int, ...]:
+        raw = self.get(key) if value is None else value
+        if not isinstance(raw, list):
+            raise self.error(key, f"expected a list of integers, got {raw!r}")
+        return tuple(self.integer(key, item, minimum=0) for item in raw)
+
+    def timestamp_ms(self, key: str = "timestamp") -> int:
+        # Kafka writes timestamps as decimal strings.
+        raw = self.string(key)
+        if not _DECIMAL.fullmatch(raw):
+            raise self.error(key, f"expected decimal milliseconds as a string, got {raw!r}")
+        return int(raw)
+
+
+def _dumps(value: Mapping[str, Any]) -> bytes:
+    return orjson.dumps(value)
+
+
+# ------------------------------------------------------------------------ broker registration
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EndPoint:
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def connection_string(self) -> str:
+        return f"{self.listener_name}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerRegistration:
+    """The data of ``/brokers/ids/<broker_id>`` (Kafka's ``BrokerInfo``, version 4)."""
+
+    broker_id: int
+    endpoints: tuple[EndPoint, ...]
+    timestamp_ms: int
+    jmx_port: int = -1
+    rack: str | None = None
+    version: int = 4
+
+    def endpoint(self, listener_name: str = HTTP_LISTENER_NAME) -> EndPoint:
+        for endpoint in self.endpoints:
+            if endpoint.listener_name == listener_name:
+                return endpoint
+        raise KeyError(f"broker {self.broker_id} has no {listener_name} listener")
+
+    def with_timestamp(self, timestamp_ms: int) -> BrokerRegistration:
+        return replace(self, timestamp_ms=timestamp_ms)
+
+
+def http_broker_registration(
+    broker_id: int, host: str, port: int, *, timestamp_ms: int, rack: str | None = None
+) -> BrokerRegistration:
+    """A registration whose only listener is the broker's HTTP endpoint."""
+    endpoint = EndPoint(listener_name=HTTP_LISTENER_NAME, host=host, port=port)
+    return BrokerRegistration(
+        broker_id=_checked_id("broker_id", broker_id),
+        endpoints=(endpoint,),
+        timestamp_ms=timestamp_ms,
+        rack=rack,
+    )
+
+
+def encode_broker_registration(registration: BrokerRegistration) -> bytes:
+    plaintext = next((e for e in registration.endpoints if e.security_protocol == "PLAINTEXT"), None)
+    value: dict[str, Any] = {
+        "version": 4,
+        "host": None if plaintext is None else plaintext.host,
+        "port": -1 if plaintext is None else plaintext.port,
+        "endpoints": [endpoint.connection_string for endpoint in registration.endpoints],
+        "listener_security_protocol_map": {
+            e.listener_name: e.security_protocol for e in registration.endpoints
+        },
+        "jmx_port": registration.jmx_port,
+        "timestamp": str(registration.timestamp_ms),
+    }
+    if registration.rack is not None:
+        value["rack"] = registration.rack
+    return _dumps(value)
+
+
+def parse_broker_id(name: str, *, path: str = BROKER_IDS_PATH) -> int:
+    """A child name of ``/brokers/ids`` -> the broker id."""
+    if not _DECIMAL.fullmatch(name):
+        raise ZkDataError(f"{path}/{name}", "<name>", "a broker id must be a non-negative integer")
+    return int(name)
+
+
+def decode_broker_registration(broker_id: int, data: bytes, *, path: str | None = None) -> BrokerRegistration:
+    """Versions 4 and 5 (5 adds ``features``, ignored here)."""
+    reader = _Reader(path or broker_id_path(broker_id), data)
+    version = reader.version(4, 5)
+    protocols_raw = reader.get("listener_security_protocol_map")
+    if not isinstance(protocols_raw, dict) or not all(isinstance(v, str) for v in protocols_raw.values()):
+        raise reader.error("listener_security_protocol_map", "expected an object of strings")
+    endpoints_raw = reader.get("endpoints")
+    if not isinstance(endpoints_raw, list) or not endpoints_raw:
+        raise reader.error("endpoints", f"expected a non-empty list, got {endpoints_raw!r}")
+    endpoints: list[EndPoint] = []
+    for raw in endpoints_raw:
+        match = _ENDPOINT.fullmatch(raw) if isinstance(raw, str) else None
+        if match is None:
+            raise reader.error("endpoints", f"expected LISTENER://host:port, got {raw!r}")
+        listener = match["listener"]
+        if listener not in protocols_raw:
+            raise reader.error("listener_security_protocol_map", f"no security protocol for {listener}")
+        endpoints.append(
+            EndPoint(
+                listener_name=listener,
+                host=match["host"],
+                port=int(match["port"]),
+                security_protocol=protocols_raw[listener],
+            )
+        )
+    rack = reader.value.get("rack")
+    if rack is not None and not isinstance(rack, str):
+        raise reader.error("rack", f"expected a string or null, got {rack!r}")
+    return BrokerRegistration(
+        broker_id=broker_id,
+        endpoints=tuple(endpoints),
+        timestamp_ms=reader.timestamp_ms(),
+        jmx_port=reader.integer("jmx_port"),
+        rack=rack,
+        version=version,
+    )
+
+
+# -------------------------------------------------------------------------------- controller
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerRegistration:
+    """The data of ``/controller``."""
+
+    broker_id: int
+    timestamp_ms: int
+
+
+def encode_controller(controller: ControllerRegistration) -> bytes:
+    return _dumps({"version": 1, "brokerid": controller.broker_id, "timestamp": str(controller.timestamp_ms)})
+
+
+def decode_controller(data: bytes, *, path: str = CONTROLLER_PATH) -> ControllerRegistration:
+    reader = _Reader(path, data)
+    reader.version(1)
+    return ControllerRegistration(
+        broker_id=reader.integer("brokerid", minimum=0), timestamp_ms=reader.timestamp_ms()
+    )
+
+
+def encode_controller_epoch(controller_epoch: int) -> bytes:
+    return str(_checked_id("controller_epoch", controller_epoch)).encode()
+
+
+def decode_controller_epoch(data: bytes, *, path: str = CONTROLLER_EPOCH_PATH) -> int:
+    text = data.decode("utf-8", errors="replace")
+    if not _DECIMAL.fullmatch(text):
+        raise ZkDataError(path, "<data>", f"expected a decimal controller epoch, got {text!r}")
+    return int(text)
+
+
+# ---------------------------------------------------------------------------------- topics
+
+
+def _frozen(value: Mapping[int, Iterable[int]]) -> Mapping[int, tuple[int, ...]]:
+    return MappingProxyType({partition: tuple(replicas) for partition, replicas in sorted(value.items())})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicAssignment:
+    """The data of ``/brokers/topics/<topic>``: replicas per partition, in preference order."""
+
+    partitions: Mapping[int, tuple[int, ...]]
+    adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+    removing_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # Read-only views, so that a frozen assignment really cannot change.
+        for name in ("partitions", "adding_replicas", "removing_replicas"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+
+def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
+    def as_json(value: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
+        return {str(partition): list(replicas) for partition, replicas in value.items()}
+
+    return _dumps(
+        {
+            "version": 2,
+            "partitions": as_json(assignment.partitions),
+            "adding_replicas": as_json(assignment.adding_replicas),
+            "removing_replicas": as_json(assignment.removing_replicas),
+        }
+    )
+
+
+def decode_topic_assignment(topic: str, data: bytes, *, path: str | None = None) -> TopicAssignment:
+    """Versions 1 (partitions only, before Kafka 2.4) and 2."""
+    reader = _Reader(path or topic_path(topic), data)
+    version = reader.version(1, 2)
+
+    def replicas_by_partition(key: str) -> dict[int, tuple[int, ...]]:
+        raw = reader.get(key)
+        if not isinstance(raw, dict):
+            raise reader.error(key, f"expected an object keyed by partition, got {raw!r}")
+        result: dict[int, tuple[int, ...]] = {}
+        for partition, replicas in raw.items():
+            if not _DECIMAL.fullmatch(partition):
+                raise reader.error(key, f"partition key {partition!r} is not a non-negative integer")
+            result[int(partition)] = reader.int_list(f"{key}.{partition}", replicas)
+        return result
+
+    partitions = replicas_by_partition("partitions")
+    if version == 1:
+        return TopicAssignment(partitions=partitions)
+    return TopicAssignment(
+        partitions=partitions,
+        adding_replicas=replicas_by_partition("adding_replicas"),
+        removing_replicas=replicas_by_partition("removing_replicas"),
+    )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionState:
+    """The data of ``.../partitions/<p>/state`` (Kafka's ``LeaderIsrAndControllerEpoch``).
+
+    The znode's own version (its ``zk_version``) is not in the payload: it comes from the Stat.
+    ``leader`` is -1 when the partition has no leader.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+
+
+def encode_partition_state(state: PartitionState) -> bytes:
+    return _dumps(
+        {
+            "version": 1,
+            "leader": state.leader,
+            "leader_epoch": state.leader_epoch,
+            "controller_epoch": state.controller_epoch,
+            "isr": list(state.isr),
+        }
+    )
+
+
+def decode_partition_state(data: bytes, *, path: str) -> PartitionState:
+    reader = _Reader(path, data)
+    reader.version(1)
+    return PartitionState(
+        leader=reader.integer("leader", minimum=-1),
+        leader_epoch=reader.integer("leader_epoch", minimum=0),
+        isr=reader.int_list("isr"),
+        controller_epoch=reader.integer("controller_epoch", minimum=0),
+    )
+
+
+# ---------------------------------------------------------------------------- notifications
+
+
+@dataclass(frozen=True, slots=True, kw_only=True, order=True)
+class TopicPartition:
+    topic: str
+    partition: int
+
+
+def _encode_partition_list(partitions: Iterable[TopicPartition]) -> bytes:
+    ordered = sorted(set(partitions))
+    return _dumps(
+        {"version": 1, "partitions": [{"topic": tp.topic, "partition": tp.partition} for tp in ordered]}
+    )
+
+
+def _decode_partition_list(path: str, data: bytes) -> frozenset[TopicPartition]:
+    reader = _Reader(path, data)
+    reader.version(1)
+    raw = reader.get("partitions")
+    if not isinstance(raw, list):
+        raise reader.error("partitions", f"expected a list, got {raw!r}")
+    result: set[TopicPartition] = set()
+    for index, item in enumerate(raw):
+        where = f"partitions[{index}]"
+        if not isinstance(item, dict):
+            raise reader.error(where, f"expected an object, got {item!r}")
+        topic, partition = item.get("topic"), item.get("partition")
+        if not isinstance(topic, str) or not _LEGAL_TOPIC.fullmatch(topic):
+            raise reader.error(f"{where}.topic", f"expected a legal topic name, got {topic!r}")
+        result.add(
+            TopicPartition(topic=topic, partition=reader.integer(f"{where}.partition", partition, minimum=0))
+        )
+    return frozenset(result)
+
+
+def encode_isr_change_notification(partitions: Iterable[TopicPartition]) -> bytes:
+    """The data of one ``/isr_change_notification/isr_change_<seq>`` znode (sorted, deduplicated)."""
+    return _encode_partition_list(partitions)
+
+
+def decode_isr_change_notification(data: bytes, *, path: str) -> frozenset[TopicPartition]:
+    return _decode_partition_list(path, data)
+
+
+def encode_preferred_replica_election(partitions: Iterable[TopicPartition]) -> bytes:
+    return _encode_partition_list(partitions)
+
+
+def decode_preferred_replica_election(
+    data: bytes, *, path: str = PREFERRED_REPLICA_ELECTION_PATH
+) -> frozenset[TopicPartition]:
+    return _decode_partition_list(path, data)
+
+
+# ----------------------------------------------------------------------------- topic config
+
+
+def encode_topic_config(config: Mapping[str, str]) -> bytes:
+    """The data of ``/config/topics/<topic>``: overrides of topic-level configs, all strings."""
+    return _dumps({"version": 1, "config": dict(sorted(config.items()))})
+
+
+def decode_topic_config(topic: str, data: bytes, *, path: str | None = None) -> Mapping[str, str]:
+    reader = _Reader(path or topic_config_path(topic), data)
+    reader.version(1)
+    raw = reader.get("config")
+    if not isinstance(raw, dict):
+        raise reader.error("config", f"expected an object, got {raw!r}")
+    for key, value in raw.items():
+        if not isinstance(value, str):
+            raise reader.error(f"config.{key}", f"expected a string value, got {value!r}")
+    return MappingProxyType(dict(raw))

@@ -1,0 +1,599 @@
+"""ZkCoordinator: the Coordinator port over a real ZooKeeper, through aiozk. The only aiozk importer.
+
+aiozk 0.32 works, but has sharp edges (ecosystem.md §4). This adapter uses the raw request API
+and the client's session internals, and works around each edge on purpose:
+
+* **Implicit versions.** ``set_data``/``delete`` silently reuse a version cached from an earlier
+  response. We send ``SetDataRequest``/``DeleteRequest`` with the caller's explicit version, and
+  the client's ``stat_cache`` is replaced by a dict that keeps nothing (it also grew forever).
+* **Recipes.** ``DataWatcher(wait_for_create=True)`` mutates a class-level list, and the watch
+  loops end silently on a missing node. We use no recipe: a watch is the server-side watch set by
+  ``get``/``exists``/``get_children`` (``watch=True``) plus callbacks in the session's watch table,
+  one per event type, removed together when the first one fires (one-shot).
+* **Stale events.** Callbacks are registered *before* the request (an event may follow the response
+  on the wire at once) but ignore events until the response has been processed: ZooKeeper sends
+  a change's event before the answer of any later read, so anything earlier is stale.
+* **Container ensure_path.** aiozk's ``ensure_path`` (and its chroot) create *container* znodes,
+  which the server deletes when they become empty. Chroot and ``ensure_path`` are ours, persistent.
+* **No session listener.** The session's state machine is replaced by a subclass that calls us
+  synchronously on every transition; we translate aiozk's states into ``SessionState`` (a new
+  session id after a reconnection means the old session expired) and drop our watches on LOST
+  (aiozk would silently re-arm them on the new session).
+* **Slow disconnect detection.** aiozk notices a closed connection only when a heartbeat times out
+  (about one session timeout later). We watch the connection's read loop: when it ends while the
+  session is CONNECTED, we abort the connection and suspend the session at once, which starts
+  aiozk's reconnection.
+* **Watches re-armed from zxid 0.** After reconnecting, aiozk re-arms watches with SetWatches
+  relative to zxid 0, which fires every data and child watch spuriously. We restore the last zxid
+  seen before the disconnection, as ZooKeeper's own client does.
+* **Unbounded calls.** aiozk's default retry policy waits forever for a reconnection. Every call
+  here runs under ``asyncio.timeout(request_timeout_ms)``; expiry of that bound is
+  ``ConnectionLossError``. A call waiting for a reconnection fails with ``SessionExpiredError`` if
+  the session is lost meanwhile. Residual gap: a request already on the wire when the connection
+  drops is resent by aiozk after reconnecting, even if that reconnection is a new session.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiozk
+from aiozk import exc, protocol
+from aiozk.states import SessionStateMachine, States
+
+from runtime.clock import Clock, LoopClock
+from runtime.coordination.base import (
+    CheckOp,
+    CheckOpResult,
+    Coordinator,
+    CoordinatorStatistics,
+    CreateOp,
+    CreateOpResult,
+    CreateResult,
+    DeleteOp,
+    DeleteOpResult,
+    MultiOp,
+    OpResult,
+    SetDataOp,
+    SetDataOpResult,
+    Stat,
+    WatchCallback,
+    WatchEvent,
+    WatchEventKind,
+    ancestors,
+    validate_path,
+)
+from runtime.coordination.errors import (
+    BadVersionError,
+    ConnectionLossError,
+    CoordinationError,
+    MultiOpError,
+    NoChildrenForEphemeralsError,
+    NodeExistsError,
+    NoNodeError,
+    NotEmptyError,
+    SessionClosedError,
+    SessionExpiredError,
+)
+from runtime.coordination.session import SessionEvent, SessionState, SessionWatchdog, Subscription
+
+__all__ = ["ZkCoordinator"]
+
+_log = logging.getLogger("actorlog.runtime.coordination.zk")
+
+_CREATED = protocol.WatchEvent.CREATED
+_DELETED = protocol.WatchEvent.DELETED
+_DATA_CHANGED = protocol.WatchEvent.DATA_CHANGED
+_CHILDREN_CHANGED = protocol.WatchEvent.CHILDREN_CHANGED
+_KINDS = {
+    _CREATED: WatchEventKind.NODE_CREATED,
+    _DELETED: WatchEventKind.NODE_DELETED,
+    _DATA_CHANGED: WatchEventKind.DATA_CHANGED,
+    _CHILDREN_CHANGED: WatchEventKind.CHILDREN_CHANGED,
+}
+
+
+class _ObservedStateMachine(SessionStateMachine):  # type: ignore[misc]  # aiozk is untyped
+    """aiozk's session state machine, reporting every transition synchronously."""
+
+    def __init__(self, session: Any, on_transition: Callable[[str], None]) -> None:
+        super().__init__(session=session)
+        self._on_transition = on_transition
+
+    def transition_to(self, state: str) -> None:
+        super().transition_to(state)
+        self._on_transition(state)
+
+
+class _NoStatCache(dict[str, Any]):
+    """Replaces aiozk's ``stat_cache`` so that no call can ever use an implicit version."""
+
+    def __setitem__(self, key: str, value: Any) -> None:
+        return None
+
+
+@dataclass(eq=False, slots=True)
+class _Watch:
+    path: str
+    full_path: str
+    callback: WatchCallback
+    handlers: dict[int, Callable[[str], None]] = field(default_factory=dict)
+    armed: bool = False
+    done: bool = False
+
+
+def _split_connect_string(connect_string: str) -> tuple[str, str]:
+    """``host:port[,host:port...][/chroot]`` -> (servers, chroot or "")."""
+    servers, slash, chroot = connect_string.partition("/")
+    if not servers:
+        raise ValueError(f"no ZooKeeper server in {connect_string!r}")
+    return servers, (validate_path("/" + chroot) if slash and chroot else "")
+
+
+def _stat(raw: Any) -> Stat:
+    return Stat(
+        version=raw.version,
+        cversion=raw.child_version,
+        czxid=raw.created_zxid,
+        mzxid=raw.last_modified_zxid,
+        ephemeral_owner=raw.ephemeral_owner,
+        num_children=raw.num_children,
+        data_length=raw.data_length,
+    )
+
+
+def _translate(error: BaseException, operation: str, path: str, version: int | None = None) -> Exception:
+    """aiozk's exception -> the port's typed error (anything unexpected stays a CoordinationError)."""
+    if isinstance(error, exc.NoNode):
+        return NoNodeError(path)
+    if isinstance(error, exc.NodeExists):
+        return NodeExistsError(path)
+    if isinstance(error, exc.BadVersion):
+        return BadVersionError(path, -1 if version is None else version)
+    if isinstance(error, exc.NotEmpty):
+        return NotEmptyError(path)
+    if isinstance(error, exc.NoChildrenForEphemerals):
+        return NoChildrenForEphemeralsError(path)
+    if isinstance(error, exc.SessionExpired | exc.SessionLost | exc.SessionMoved):
+        return SessionExpiredError(operation, path)
+    if isinstance(
+        error,
+        exc.ConnectError
+        | exc.ConnectionLoss
+        | exc.TimeoutError
+        | exc.FailedRetry
+        | exc.UnfinishedRead
+        | exc.OperationTimeout,
+    ):
+        return ConnectionLossError(operation, path, type(error).__name__)
+    return CoordinationError(f"{operation} {path}: ZooKeeper error {type(error).__name__}: {error}")
+
+
+class ZkCoordinator(Coordinator):
+    """A ZooKeeper client. ``connect_string`` is Kafka's ``zookeeper.connect`` (chroot allowed)."""
+
+    def __init__(
+        self,
+        connect_string: str,
+        *,
+        session_timeout_ms: int = 18_000,
+        connection_timeout_ms: int | None = None,
+        request_timeout_ms: int | None = None,
+        clock: Clock | None = None,
+    ) -> None:
+        servers, self._chroot = _split_connect_string(connect_string)
+        self._connect_string = connect_string
+        self._session_timeout_ms = session_timeout_ms
+        # Kafka: zookeeper.connection.timeout.ms defaults to the session timeout.
+        self._connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self._request_timeout_ms = request_timeout_ms or session_timeout_ms
+        self._clock: Clock = clock if clock is not None else LoopClock()
+        self._client = aiozk.ZKClient(servers, session_timeout=session_timeout_ms / 1000)
+        self._client.stat_cache = _NoStatCache()
+        session = self._client.session
+        session.state = _ObservedStateMachine(session, self._on_aiozk_transition)
+        self._watchdog = SessionWatchdog()
+        self._watches: set[_Watch] = set()
+        self._state_waiters: list[asyncio.Future[None]] = []
+        self._last_zxid_before_suspend: int | None = None
+        self._started = False
+        self._closing = False
+        self._hold_reconnect = False
+        self._requests_total = 0
+        self._latency_sum_ms = 0
+        self._latency_max_ms = 0
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._started = True
+        try:
+            async with asyncio.timeout(self._connection_timeout_ms / 1000):
+                await self._client.start()
+        except TimeoutError:
+            self._closing = True
+            await self._force_close_client()
+            self._watchdog.transition(SessionState.CLOSED, None)
+            raise ConnectionLossError(
+                "start", self._connect_string, f"no session within {self._connection_timeout_ms} ms"
+            ) from None
+        if self._chroot:
+            for each in [*ancestors(self._chroot), self._chroot]:
+                with contextlib.suppress(NodeExistsError):
+                    await self._request("create", each, self._create_request(each, b"", False, False))
+
+    async def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        if self._started:
+            try:
+                async with asyncio.timeout(self._request_timeout_ms / 1000):
+                    await self._client.close()
+            except (TimeoutError, exc.ZKError, OSError) as error:
+                _log.info("ZooKeeper close did not complete (%r); closing the connection", error)
+                await self._force_close_client()
+        self._drop_watches()
+        if self._watchdog.state is not SessionState.CLOSED:
+            self._watchdog.transition(SessionState.CLOSED, None)
+        self._wake_state_waiters()
+
+    async def _force_close_client(self) -> None:
+        """Tear aiozk's session down without the server's help (it may be unreachable)."""
+        session = self._client.session
+        session.closing = True
+        for handle in (session.heartbeat_handle,):
+            if handle is not None:
+                handle.cancel()
+        tasks = [t for t in (session.repair_loop_task, session.heartbeat_task) if t is not None]
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        conn = session.conn
+        if conn is not None:
+            conn.abort()
+            if conn.read_loop_task is not None:
+                conn.read_loop_task.cancel()
+                await asyncio.gather(conn.read_loop_task, return_exceptions=True)
+            if conn.writer is not None:
+                conn.writer.close()
+        session.started = False
+
+    # ------------------------------------------------------------------------------- session
+
+    @property
+    def session_state(self) -> SessionState:
+        return self._watchdog.state
+
+    @property
+    def session_id(self) -> int | None:
+        return self._watchdog.session_id
+
+    def subscribe(self, listener: Callable[[SessionEvent], None]) -> Subscription:
+        return self._watchdog.subscribe(listener)
+
+    def statistics(self) -> CoordinatorStatistics:
+        watchdog = self._watchdog
+        return CoordinatorStatistics(
+            session_state=watchdog.state,
+            session_id=watchdog.session_id,
+            expires_total=watchdog.expires_total,
+            disconnects_total=watchdog.disconnects_total,
+            sync_connects_total=watchdog.sync_connects_total,
+            requests_total=self._requests_total,
+            request_latency_ms_sum=self._latency_sum_ms,
+            request_latency_ms_max=self._latency_max_ms,
+        )
+
+    def _on_aiozk_transition(self, state: str) -> None:
+        """Called synchronously inside aiozk's state machine on every transition."""
+        if self._closing:
+            return
+        session = self._client.session
+        ours = self._watchdog.state
+        if state == States.CONNECTED:
+            session_id = session.session_id
+            if ours is SessionState.SUSPENDED and session_id == self._watchdog.session_id:
+                # aiozk re-arms our watches next, relative to this zxid (it reset it to None).
+                session.last_zxid = self._last_zxid_before_suspend
+                self._transition(SessionState.CONNECTED, session_id)
+            else:
+                if ours is not SessionState.LOST:
+                    self._lose_session()  # a new session id without LOST: the old one expired
+                self._transition(SessionState.CONNECTED, session_id)
+            asyncio.get_running_loop().call_soon(self._watch_read_loop, session.conn)
+        elif state == States.SUSPENDED:
+            if ours is SessionState.CONNECTED:
+                self._last_zxid_before_suspend = session.last_zxid
+                self._forget_empty_watch_keys()
+                self._transition(SessionState.SUSPENDED, None)
+        elif state == States.LOST and ours is not SessionState.LOST:
+            self._lose_session()
+        # READ_ONLY cannot happen: read-only sessions are not allowed.
+
+    def _transition(self, state: SessionState, session_id: int | None) -> None:
+        self._watchdog.transition(state, session_id)
+        self._wake_state_waiters()
+
+    def _lose_session(self) -> None:
+        self._drop_watches()
+        self._transition(SessionState.LOST, None)
+
+    def _wake_state_waiters(self) -> None:
+        waiters, self._state_waiters = self._state_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def _watch_read_loop(self, conn: Any) -> None:
+        task = getattr(conn, "read_loop_task", None)
+        if task is not None:
+            task.add_done_callback(lambda _: self._on_read_loop_ended(conn))
+
+    def _on_read_loop_ended(self, conn: Any) -> None:
+        session = self._client.session
+        if self._closing or self._hold_reconnect or session.closing:
+            return
+        if conn is not session.conn or conn.closing:
+            return
+        if session.state.current_state != States.CONNECTED:
+            return
+        _log.info("ZooKeeper connection to %s:%s closed by the server; reconnecting", conn.host, conn.port)
+        conn.abort()  # in-flight requests fail with ConnectError; aiozk resends them
+        session.state.transition_to(States.SUSPENDED)
+
+    # ------------------------------------------------------------------------ test support
+
+    async def force_expiry(self) -> None:
+        """Make the server expire this session now (test support; kazoo's harness trick).
+
+        A second connection presents this session's id and password, which moves the session
+        to it (the server drops our connection), then closes it, which ends the session on the
+        server: its ephemerals are deleted at once. Our own reconnection is held back until that
+        close has been answered, so it always finds the session expired (no race with it).
+        """
+        session = self._client.session
+        conn = session.conn
+        servers, _ = _split_connect_string(self._connect_string)
+        intruder = aiozk.ZKClient(servers, session_timeout=self._session_timeout_ms / 1000)
+        intruder.session.session_id = session.session_id
+        intruder.session.password = session.password
+        self._hold_reconnect = True
+        try:
+            async with asyncio.timeout(self._request_timeout_ms / 1000):
+                await intruder.start()
+                await intruder.close()
+        finally:
+            self._hold_reconnect = False
+            if conn.read_loop_task is not None and conn.read_loop_task.done():
+                self._on_read_loop_ended(conn)
+
+    def drop_connection(self) -> None:
+        """Abort the TCP connection under the session (test support): the session survives."""
+        self._client.session.conn.writer.transport.abort()
+
+    # ---------------------------------------------------------------------------------- data
+
+    async def create(
+        self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False
+    ) -> CreateResult:
+        full = self._full(path)
+        response = await self._request(
+            "create", path, self._create_request(full, data, ephemeral, sequential)
+        )
+        return CreateResult(path=self._relative(response.path), stat=_stat(response.stat))
+
+    async def get(self, path: str, *, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
+        full = self._full(path)
+        registered = self._register(path, full, watch, (_DATA_CHANGED, _DELETED))
+        try:
+            request = protocol.GetDataRequest(path=full, watch=registered is not None)
+            response = await self._request("get", path, request)
+        except BaseException:
+            self._cancel(registered)
+            raise
+        self._arm(registered)
+        return bytes(response.data or b""), _stat(response.stat)
+
+    async def exists(self, path: str, *, watch: WatchCallback | None = None) -> Stat | None:
+        full = self._full(path)
+        registered = self._register(path, full, watch, (_CREATED, _DATA_CHANGED, _DELETED))
+        try:
+            request = protocol.ExistsRequest(path=full, watch=registered is not None)
+            response = await self._request("exists", path, request)
+        except NoNodeError:
+            # The server set an exists-watch: only a creation can fire it.
+            self._arm(registered, keep=(_CREATED,))
+            return None
+        except BaseException:
+            self._cancel(registered)
+            raise
+        self._arm(registered, keep=(_DATA_CHANGED, _DELETED))
+        return _stat(response.stat)
+
+    async def get_children(self, path: str, *, watch: WatchCallback | None = None) -> list[str]:
+        full = self._full(path)
+        registered = self._register(path, full, watch, (_CHILDREN_CHANGED, _DELETED))
+        try:
+            request = protocol.GetChildren2Request(path=full, watch=registered is not None)
+            response = await self._request("get_children", path, request)
+        except BaseException:
+            self._cancel(registered)
+            raise
+        self._arm(registered)
+        return sorted(response.children)
+
+    async def set(self, path: str, data: bytes, *, version: int) -> Stat:
+        request = protocol.SetDataRequest(path=self._full(path), data=data, version=version)
+        response = await self._request("set", path, request, version)
+        return _stat(response.stat)
+
+    async def delete(self, path: str, *, version: int) -> None:
+        if validate_path(path) == "/":
+            raise ValueError("the root znode cannot be deleted")
+        await self._request(
+            "delete", path, protocol.DeleteRequest(path=self._full(path), version=version), version
+        )
+
+    async def multi(self, ops: Sequence[MultiOp]) -> tuple[OpResult, ...]:
+        if not ops:
+            raise ValueError("a multi needs at least one op")
+        request = protocol.TransactionRequest()
+        for op in ops:
+            request.add(self._op_request(op))
+        response = await self._request("multi", ops[0].path, request)
+        replies = list(response.responses)
+        for index, (op, reply) in enumerate(zip(ops, replies, strict=True)):
+            # ZooKeeper marks ops before the culprit RolledBack and after it RuntimeInconsistency.
+            if isinstance(reply, exc.ResponseError) and not isinstance(
+                reply, exc.RolledBack | exc.RuntimeInconsistency
+            ):
+                cause = _translate(reply, "multi", op.path, getattr(op, "version", None))
+                if not isinstance(cause, CoordinationError):
+                    raise cause
+                raise MultiOpError(index, op, cause)
+        return tuple(self._op_result(op, reply) for op, reply in zip(ops, replies, strict=True))
+
+    # ------------------------------------------------------------------------------ requests
+
+    def _create_request(self, full: str, data: bytes, ephemeral: bool, sequential: bool) -> Any:
+        request = protocol.Create2Request(path=full, data=data, acl=self._client.default_acl)
+        request.set_flags(ephemeral=ephemeral, sequential=sequential, container=False)
+        return request
+
+    def _op_request(self, op: MultiOp) -> Any:
+        full = self._full(op.path)
+        match op:
+            case CheckOp():
+                return protocol.CheckVersionRequest(path=full, version=op.version)
+            case CreateOp():
+                return self._create_request(full, op.data, op.ephemeral, op.sequential)
+            case SetDataOp():
+                return protocol.SetDataRequest(path=full, data=op.data, version=op.version)
+            case DeleteOp():
+                if op.path == "/":
+                    raise ValueError("the root znode cannot be deleted")
+                return protocol.DeleteRequest(path=full, version=op.version)
+
+    def _op_result(self, op: MultiOp, reply: Any) -> OpResult:
+        match op:
+            case CheckOp():
+                return CheckOpResult(path=op.path)
+            case CreateOp():
+                return CreateOpResult(path=self._relative(reply.path))
+            case SetDataOp():
+                return SetDataOpResult(path=op.path, stat=_stat(reply.stat))
+            case DeleteOp():
+                return DeleteOpResult(path=op.path)
+
+    async def _request(self, operation: str, path: str, request: Any, version: int | None = None) -> Any:
+        started_ms = self._clock.now_ms()
+        self._requests_total += 1
+        try:
+            async with asyncio.timeout(self._request_timeout_ms / 1000):
+                await self._wait_usable(operation, path)
+                return await self._client.send(request)
+        except TimeoutError:
+            raise ConnectionLossError(
+                operation, path, f"no answer within {self._request_timeout_ms} ms"
+            ) from None
+        except exc.ZKError as error:
+            raise _translate(error, operation, path, version) from error
+        finally:
+            elapsed_ms = self._clock.now_ms() - started_ms
+            self._latency_sum_ms += elapsed_ms
+            self._latency_max_ms = max(self._latency_max_ms, elapsed_ms)
+
+    async def _wait_usable(self, operation: str, path: str) -> None:
+        """Return when CONNECTED on the session the call started on; raise if that is impossible."""
+        session_id = self._watchdog.session_id
+        while True:
+            state = self._watchdog.state
+            if state is SessionState.CLOSED or not self._started or self._closing:
+                raise SessionClosedError(operation, path)
+            if state is SessionState.LOST or self._watchdog.session_id != session_id:
+                raise SessionExpiredError(operation, path)
+            if state is SessionState.CONNECTED:
+                return
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._state_waiters.append(waiter)
+            await waiter
+
+    # ------------------------------------------------------------------------------- watches
+
+    def _register(
+        self, path: str, full: str, callback: WatchCallback | None, event_types: tuple[int, ...]
+    ) -> _Watch | None:
+        if callback is None:
+            return None
+        watch = _Watch(path=path, full_path=full, callback=callback)
+        for event_type in event_types:
+            handler = functools.partial(self._on_watch_event, watch, event_type)
+            watch.handlers[event_type] = handler
+            self._client.session.add_watch_callback(event_type, full, handler)
+        self._watches.add(watch)
+        return watch
+
+    def _arm(self, watch: _Watch | None, keep: tuple[int, ...] | None = None) -> None:
+        if watch is None or watch.done:
+            return
+        if keep is not None:
+            for event_type in [t for t in watch.handlers if t not in keep]:
+                handler = watch.handlers.pop(event_type)
+                self._client.session.remove_watch_callback(event_type, watch.full_path, handler)
+        watch.armed = True
+
+    def _cancel(self, watch: _Watch | None) -> None:
+        if watch is None:
+            return
+        watch.done = True
+        for event_type, handler in watch.handlers.items():
+            self._client.session.remove_watch_callback(event_type, watch.full_path, handler)
+        watch.handlers.clear()
+        self._watches.discard(watch)
+
+    def _on_watch_event(self, watch: _Watch, event_type: int, _path: str) -> None:
+        if watch.done or not watch.armed:
+            return  # fired already, or a stale event that preceded the registering response
+        self._cancel(watch)
+        event = WatchEvent(path=watch.path, kind=_KINDS[event_type])
+        try:
+            watch.callback(event)
+        except Exception:  # noqa: BLE001 - a broken callback must not break aiozk's dispatch
+            _log.exception("watch callback %r failed on %s", watch.callback, event)
+
+    def _drop_watches(self) -> None:
+        for watch in list(self._watches):
+            self._cancel(watch)
+        self._forget_empty_watch_keys()
+
+    def _forget_empty_watch_keys(self) -> None:
+        # aiozk's dispatch creates empty entries in its defaultdict for every event it receives;
+        # SetWatches would re-arm those paths on reconnection for nobody.
+        callbacks = self._client.session.watch_callbacks
+        for key in [key for key, handlers in callbacks.items() if not handlers]:
+            del callbacks[key]
+
+    # --------------------------------------------------------------------------------- paths
+
+    def _full(self, path: str) -> str:
+        validate_path(path)
+        if not self._chroot:
+            return path
+        return self._chroot if path == "/" else self._chroot + path
+
+    def _relative(self, full: str) -> str:
+        if not self._chroot:
+            return full
+        if full == self._chroot:
+            return "/"
+        assert full.startswith(self._chroot + "/"), f"{full} is outside the chroot {self._chroot}"
+        return full[len(self._chroot) :]
