@@ -1,0 +1,816 @@
+"""Log: one partition replica's log (Kafka's ``Log``): segments, offsets, appends, reads, truncation,
+flush, retention, and the leader epoch cache and producer state that live beside them.
+
+Theory of operation
+-------------------
+*Files.* A log owns one directory, ``<log.dir>/<topic>-<partition>``, holding segments named by base
+offset as 20 zero-padded digits (``00000000000000000000.log`` plus ``.index`` and ``.timeindex``) and
+``leader-epoch-checkpoint``. The last segment is the *active* one; only it is appended to. There is
+always at least one segment. Segments removed by truncation or retention are renamed ``*.deleted``
+and physically deleted ``file.delete.delay.ms`` later (``delete_expired_files``), or at the next load.
+
+*Offsets.* ``log_start_offset`` <= ``high_watermark`` <= ``log_end_offset`` always holds.
+``append_as_leader`` assigns offsets from the log end offset and stamps the leader epoch;
+``append_as_follower`` keeps the leader's offsets, which must be monotonic and start at or after the
+log end offset. Every batch with a leader epoch >= 0 goes into the leader epoch cache. The high
+watermark has two paths: ``maybe_increment_high_watermark`` (leader, never backwards) and
+``update_high_watermark`` (follower and load, clamped to the log, may go backwards).
+
+*Write before count.* An append writes every byte to the OS with an unbuffered write
+(``FileHandle.write``) *before* ``log_end_offset`` moves, so an acknowledged or replicated record
+survives a crash of this process. Nothing here blocks on a disk.
+
+*Flush versus fsync.* Flushing means fsync, and fsync must not run on the event loop. It is split in
+two: ``begin_flush(up_to_offset)`` (on the loop, cheap: writes pending index entries and lists the
+files of the segments overlapping ``[recovery_point, up_to_offset)``) returns a ``FlushJob``;
+``job.run()`` performs the fsyncs by path (in a worker thread, via the actor's ``pipe_to_self``);
+``complete_flush(job)`` (back on the loop) moves the ``recovery_point`` up, unless the log was
+truncated meanwhile. Jobs are idempotent and an empty one is cheap. ``flush()`` does all three at
+once (shutdown, tests). The log never decides to flush on its own: each append's ``LogAppendInfo``
+says up to which offset a flush is due (``flush.messages`` count rule, a roll, or ``flush.policy =
+per_batch``), and ``flush_due(now_ms)`` implements the ``flush.ms`` rule for a periodic task.
+
+*Crash recovery.* Everything below ``recovery_point`` was fsynced. After an unclean shutdown (no
+``.kafka_cleanshutdown`` marker in the log dir) every segment from the one holding the recovery point
+on is re-validated batch by batch (framing, CRC, offsets); the first invalid byte and everything
+after it is cut, and later segments are deleted (log_loader.py). Indexes of recovered segments are
+rebuilt, newer leader epochs re-assigned from the batches, and the producer state rebuilt by scanning
+batch headers from the first segment (no producer snapshot files are written; in-memory snapshots
+taken at each roll make truncation rescan only from the last roll below the truncation point).
+
+What this module deliberately does not know: replication roles, ISR, the controller, transactions
+(no LSO, no aborted-transaction index), compaction.
+"""
+
+from __future__ import annotations
+
+import bisect
+import posixpath
+import random
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from runtime.storage.checkpoint import LeaderEpochCheckpointFile
+from runtime.storage.compression import CompressionType
+from runtime.storage.config import FlushPolicy, LogConfig
+from runtime.storage.errors import (
+    InvalidOffsetError,
+    OffsetOutOfRangeError,
+    OffsetsOutOfOrderError,
+    RecordBatchTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from runtime.storage.fs import FileSystem
+from runtime.storage.leader_epoch import LeaderEpochCache
+from runtime.storage.log_loader import load_segments
+from runtime.storage.log_validator import Analysis, analyze, assign_offsets
+from runtime.storage.producer_state import ProducerAppend, ProducerStateManager
+from runtime.storage.records import NO_TIMESTAMP, BatchHeader
+from runtime.storage.segment import LogSegment
+
+__all__ = ["FlushJob", "Log", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo", "LogStatistics"]
+
+_SegmentPredicate: TypeAlias = Callable[[LogSegment, LogSegment | None], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class LogOffsetMetadata:
+    """An offset and where it is: the base offset of its segment and a byte position in it."""
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class LogAppendInfo:
+    """The outcome of an append (Kafka's ``LogAppendInfo``).
+
+    ``duplicate`` is True when an idempotent producer's retried batch was recognised: nothing was
+    written and the offsets and timestamp are those of the original. ``first_offset`` is -1 when the
+    input held no complete batch. ``flush_up_to_offset`` is set when a flush is due (see log.py).
+    """
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    log_append_time_ms: int
+    log_start_offset: int
+    record_count: int
+    valid_bytes: int
+    source_codec: CompressionType
+    target_codec: CompressionType
+    last_leader_epoch: int
+    duplicate: bool = False
+    flush_up_to_offset: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LogReadInfo:
+    """Whole batches from the one holding ``fetch_offset_metadata.message_offset`` (possibly ending
+    with a partial batch, which readers drop), plus the log's offsets when the read happened."""
+
+    records: bytes
+    fetch_offset_metadata: LogOffsetMetadata
+    first_entry_incomplete: bool
+    high_watermark: int
+    log_start_offset: int
+    log_end_offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class LogStatistics:
+    log_start_offset: int
+    log_end_offset: int
+    high_watermark: int
+    recovery_point: int
+    segment_count: int
+    size_in_bytes: int
+    latest_leader_epoch: int
+    producer_count: int
+
+
+class FlushJob:
+    """fsyncs to perform off the event loop. ``run()`` may be called from any thread, any number of
+    times; files deleted meanwhile are skipped (they need no durability)."""
+
+    __slots__ = ("directory", "directory_changes", "fs", "generation", "paths", "up_to_offset")
+
+    def __init__(
+        self,
+        fs: FileSystem,
+        paths: tuple[str, ...],
+        directory: str | None,
+        *,
+        up_to_offset: int,
+        generation: int,
+        directory_changes: int,
+    ) -> None:
+        self.fs = fs
+        self.paths = paths
+        self.directory = directory
+        self.up_to_offset = up_to_offset
+        self.generation = generation
+        self.directory_changes = directory_changes
+
+    def __repr__(self) -> str:
+        return (
+            f"FlushJob(up_to_offset={self.up_to_offset}, files={len(self.paths)}, directory={self.directory})"
+        )
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.paths and self.directory is None
+
+    def run(self) -> None:
+        for path in self.paths:
+            try:
+                self.fs.fsync_path(path)
+            except FileNotFoundError:
+                continue
+        if self.directory is not None:
+            self.fs.fsync_dir(self.directory)
+
+
+class Log:
+    def __init__(
+        self, fs: FileSystem, directory: str, config: LogConfig, rng: random.Random, *, log_start_offset: int
+    ) -> None:
+        """Use ``Log.open``; this only sets fields."""
+        self.fs = fs
+        self.directory = directory
+        self.config = config
+        self._rng = rng
+        self._segments: dict[int, LogSegment] = {}
+        self._bases: list[int] = []
+        self._log_end_offset = 0
+        self.log_start_offset = log_start_offset
+        self.high_watermark = 0
+        self.recovery_point = 0
+        self.last_flush_ms = 0
+        self._truncation_generation = 0
+        self._directory_changes = 0
+        self._directory_changes_synced = 0
+        self._pending_roll_flush: int | None = None
+        self._pending_deletes: list[tuple[int, list[str]]] = []
+        self.producer_state = ProducerStateManager()
+        self.leader_epoch_cache = LeaderEpochCache(
+            lambda: self._log_end_offset, LeaderEpochCheckpointFile(fs, directory), entries=()
+        )
+
+    @classmethod
+    def open(
+        cls,
+        fs: FileSystem,
+        directory: str,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        wall_clock_ms: int = 0,
+        rng: random.Random,
+        log_start_offset: int = 0,
+        recovery_point: int = 0,
+        high_watermark: int = 0,
+        clean_shutdown: bool = False,
+    ) -> Log:
+        """Open (creating if needed) the log in ``directory``; values come from the log dir's checkpoints."""
+        fs.make_dirs(directory)
+        log = cls(fs, directory, config, rng, log_start_offset=log_start_offset)
+        log.leader_epoch_cache = LeaderEpochCache(
+            lambda: log._log_end_offset, LeaderEpochCheckpointFile(fs, directory)
+        )
+        loaded = load_segments(
+            fs,
+            directory,
+            config,
+            clean_shutdown=clean_shutdown,
+            recovery_point=recovery_point,
+            log_start_offset=log_start_offset,
+            leader_epoch_cache=log.leader_epoch_cache,
+            now_ms=now_ms,
+            wall_clock_ms=wall_clock_ms,
+            roll_jitter_ms=log._roll_jitter_ms,
+        )
+        for segment in loaded.segments:
+            log._add_segment(segment)
+        log._log_end_offset = loaded.log_end_offset
+        log.recovery_point = loaded.recovery_point
+        log.last_flush_ms = now_ms
+        log.leader_epoch_cache.truncate_from_end(log._log_end_offset)
+        log.log_start_offset = max(log_start_offset, log._bases[0])
+        log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
+        log._rebuild_producer_state(log._log_end_offset)
+        log.producer_state.truncate_head(log.log_start_offset)
+        log.update_high_watermark(high_watermark)
+        log._directory_changes = 1  # The directory's entries are not known to be durable yet.
+        return log
+
+    # ------------------------------------------------------------------------------ offsets
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def log_end_offset_metadata(self) -> LogOffsetMetadata:
+        active = self.active_segment
+        return LogOffsetMetadata(self._log_end_offset, active.base_offset, active.size)
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self._segments[self._bases[-1]]
+
+    @property
+    def segments(self) -> list[LogSegment]:
+        return [self._segments[base] for base in self._bases]
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(segment.size for segment in self._segments.values())
+
+    def statistics(self) -> LogStatistics:
+        return LogStatistics(
+            self.log_start_offset,
+            self._log_end_offset,
+            self.high_watermark,
+            self.recovery_point,
+            len(self._bases),
+            self.size_in_bytes,
+            self.leader_epoch_cache.latest_epoch if self.leader_epoch_cache.latest_epoch is not None else -1,
+            len(self.producer_state.producers),
+        )
+
+    def maybe_increment_high_watermark(self, new_high_watermark: int) -> bool:
+        """Leader path: move the high watermark up (never down). Returns whether it moved."""
+        if new_high_watermark > self._log_end_offset:
+            raise ValueError(
+                f"high watermark {new_high_watermark} would exceed the log end offset {self._log_end_offset}"
+            )
+        if new_high_watermark > self.high_watermark:
+            self.high_watermark = new_high_watermark
+            return True
+        return False
+
+    def update_high_watermark(self, high_watermark: int) -> int:
+        """Follower and load path: set, clamped to ``[log_start_offset, log_end_offset]``."""
+        self.high_watermark = min(max(high_watermark, self.log_start_offset), self._log_end_offset)
+        return self.high_watermark
+
+    def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
+        """DeleteRecords and followers adopting the leader's start offset (never above the HW)."""
+        if new_log_start_offset > self.high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot increment the log start offset to {new_log_start_offset} of {self.directory}: it is "
+                f"larger than the high watermark {self.high_watermark}"
+            )
+        if new_log_start_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_log_start_offset
+        self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
+        self.producer_state.truncate_head(new_log_start_offset)
+        return True
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
+        """``(epoch, end offset)`` from the leader epoch cache, or None if unknown (Kafka's
+        ``Log.endOffsetForEpoch``)."""
+        epoch, offset = self.leader_epoch_cache.end_offset_for(leader_epoch)
+        return None if offset == -1 else (epoch, offset)
+
+    # ---------------------------------------------------------------------------- appending
+
+    def append_as_leader(
+        self, records: bytes | bytearray | memoryview, leader_epoch: int, *, now_ms: int, wall_clock_ms: int
+    ) -> LogAppendInfo:
+        """Validate a producer's batches, assign offsets from the log end offset, stamp
+        ``leader_epoch`` and append (kafka-semantics.md §8.4, §9.3)."""
+        analysis = analyze(records, from_client=True, max_message_bytes=self.config.max_message_bytes)
+        if not analysis.batches:
+            return self._nothing_appended(analysis)
+        assigned = assign_offsets(
+            analysis,
+            records,
+            first_offset=self._log_end_offset,
+            leader_epoch=leader_epoch,
+            config=self.config,
+            wall_clock_ms=wall_clock_ms,
+        )
+        for header in assigned.headers:
+            if header.has_producer_id:
+                duplicate = self.producer_state.find_duplicate(header)
+                if duplicate is not None:
+                    return LogAppendInfo(
+                        duplicate.first_offset,
+                        duplicate.last_offset,
+                        duplicate.timestamp,
+                        duplicate.last_offset,
+                        duplicate.timestamp if assigned.log_append_time_ms != NO_TIMESTAMP else NO_TIMESTAMP,
+                        self.log_start_offset,
+                        duplicate.last_offset - duplicate.first_offset + 1,
+                        analysis.valid_bytes,
+                        analysis.source_codec,
+                        assigned.target_codec,
+                        leader_epoch,
+                        duplicate=True,
+                    )
+        producer_append = self.producer_state.prepare(assigned.headers, from_client=True)
+        first_offset = self._log_end_offset
+        return self._append(
+            assigned.records,
+            assigned.headers,
+            first_offset=first_offset,
+            max_timestamp=assigned.max_timestamp,
+            offset_of_max_timestamp=assigned.offset_of_max_timestamp,
+            log_append_time_ms=assigned.log_append_time_ms,
+            analysis=analysis,
+            target_codec=assigned.target_codec,
+            producer_append=producer_append,
+            now_ms=now_ms,
+            wall_clock_ms=wall_clock_ms,
+        )
+
+    def append_as_follower(
+        self, records: bytes | bytearray | memoryview, *, now_ms: int, wall_clock_ms: int = 0
+    ) -> LogAppendInfo:
+        """Append the leader's batches byte for byte (CRC checked, offsets kept)."""
+        analysis = analyze(records, from_client=False, max_message_bytes=self.config.max_message_bytes)
+        if not analysis.batches:
+            return self._nothing_appended(analysis)
+        if not analysis.offsets_monotonic:
+            raise OffsetsOutOfOrderError(
+                f"out of order offsets in the append to {self.directory}: "
+                f"{[(b.header.base_offset, b.header.last_offset) for b in analysis.batches]}"
+            )
+        if analysis.first_offset < self._log_end_offset:
+            raise UnexpectedAppendOffsetError(
+                f"unexpected offset in the append to {self.directory}: first offset {analysis.first_offset} is "
+                f"less than the next offset {self._log_end_offset}; first 10 offsets: "
+                f"{[b.header.base_offset for b in analysis.batches[:10]]}"
+            )
+        headers = [batch.header for batch in analysis.batches]
+        data = memoryview(records)[: analysis.valid_bytes]
+        return self._append(
+            data,
+            headers,
+            first_offset=analysis.first_offset,
+            max_timestamp=analysis.max_timestamp,
+            offset_of_max_timestamp=analysis.offset_of_max_timestamp,
+            log_append_time_ms=NO_TIMESTAMP,
+            analysis=analysis,
+            target_codec=analysis.source_codec,
+            producer_append=self.producer_state.prepare(headers, from_client=False),
+            now_ms=now_ms,
+            wall_clock_ms=wall_clock_ms,
+        )
+
+    def _nothing_appended(self, analysis: Analysis) -> LogAppendInfo:
+        return LogAppendInfo(
+            -1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset, 0, 0,
+            analysis.source_codec, analysis.source_codec, -1,
+        )  # fmt: skip
+
+    def _append(
+        self,
+        data: bytes | bytearray | memoryview,
+        headers: list[BatchHeader],
+        *,
+        first_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        log_append_time_ms: int,
+        analysis: Analysis,
+        target_codec: CompressionType,
+        producer_append: ProducerAppend,
+        now_ms: int,
+        wall_clock_ms: int,
+    ) -> LogAppendInfo:
+        size = len(data)
+        if size > self.config.segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"the append to {self.directory} is {size} bytes, larger than segment.bytes {self.config.segment_bytes}"
+            )
+        # Batch-level max timestamps for the segment and its time index: every replica and every
+        # recovery sees the same ones.
+        segment_max_timestamp = NO_TIMESTAMP
+        segment_offset_of_max = first_offset
+        last_header = headers[-1]
+        for header in headers:
+            if header.max_timestamp > segment_max_timestamp:
+                segment_max_timestamp = header.max_timestamp
+                segment_offset_of_max = header.base_offset + header.last_offset_delta
+        last_offset = last_header.base_offset + last_header.last_offset_delta
+        segment = self.active_segment
+        if segment.should_roll(
+            messages_size=size,
+            max_timestamp_in_messages=segment_max_timestamp,
+            max_offset_in_messages=last_offset,
+            now_ms=now_ms,
+        ):
+            segment = self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms, expected_next_offset=first_offset)
+        segment.append(
+            last_offset, segment_max_timestamp, segment_offset_of_max, data, wall_clock_ms=wall_clock_ms
+        )
+        # The bytes are in the OS: now the offsets may count.
+        self._log_end_offset = last_offset + 1
+        cache = self.leader_epoch_cache
+        for header in headers:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0:
+                latest = cache.latest_entry
+                if latest is None or latest.epoch != epoch or latest.start_offset > header.base_offset:
+                    cache.assign(epoch, header.base_offset)
+        self.producer_state.apply(producer_append, self._log_end_offset)
+        return LogAppendInfo(
+            first_offset,
+            last_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            log_append_time_ms,
+            self.log_start_offset,
+            analysis.record_count,
+            size,
+            analysis.source_codec,
+            target_codec,
+            last_header.partition_leader_epoch,
+            flush_up_to_offset=self._flush_due_after_append(),
+        )
+
+    def _flush_due_after_append(self) -> int | None:
+        due = self._pending_roll_flush
+        self._pending_roll_flush = None
+        if (
+            self.config.flush_policy is FlushPolicy.PER_BATCH
+            or self._log_end_offset - self.recovery_point >= self.config.flush_messages
+        ):
+            due = self._log_end_offset
+        return due
+
+    # ------------------------------------------------------------------------------ rolling
+
+    def _roll_jitter_ms(self) -> int:
+        jitter = self.config.segment_jitter_ms
+        if jitter == 0:
+            return 0
+        return self._rng.getrandbits(31) % min(jitter, self.config.segment_ms)
+
+    def roll(
+        self, *, now_ms: int, wall_clock_ms: int = 0, expected_next_offset: int | None = None
+    ) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, log_end_offset)``."""
+        new_offset = max(
+            expected_next_offset if expected_next_offset is not None else 0, self._log_end_offset
+        )
+        active = self.active_segment
+        if new_offset in self._segments:
+            if active.base_offset != new_offset or active.size != 0:
+                raise InvalidOffsetError(
+                    f"cannot roll {self.directory} to a new segment at {new_offset}: a non-empty segment exists there"
+                )
+            self._remove_segments([active], now_ms=now_ms)
+        elif new_offset < active.base_offset:
+            raise InvalidOffsetError(
+                f"cannot roll {self.directory} to {new_offset}, below the active segment's base {active.base_offset}"
+            )
+        else:
+            active.on_become_inactive()
+        self.producer_state.take_snapshot(new_offset)
+        segment = LogSegment.create(
+            self.fs,
+            self.directory,
+            new_offset,
+            self.config,
+            now_ms=now_ms,
+            wall_clock_ms=wall_clock_ms,
+            roll_jitter_ms=self._roll_jitter_ms(),
+        )
+        self._add_segment(segment)
+        self._directory_changes += 1
+        self._pending_roll_flush = new_offset  # Kafka flushes the rolled-away segments asynchronously.
+        return segment
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        if segment.base_offset not in self._segments:
+            bisect.insort(self._bases, segment.base_offset)
+        self._segments[segment.base_offset] = segment
+
+    def _remove_segments(self, segments: list[LogSegment], *, now_ms: int) -> None:
+        """Take segments out of the log and rename their files to ``.deleted`` for later deletion."""
+        for segment in segments:
+            del self._segments[segment.base_offset]
+            self._bases.remove(segment.base_offset)
+            renamed = segment.rename_for_deletion()
+            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, renamed))
+        if segments:
+            self._directory_changes += 1
+
+    def delete_expired_files(self, now_ms: int) -> int:
+        """Physically delete ``.deleted`` files whose delay has passed; returns how many."""
+        deleted = 0
+        keep: list[tuple[int, list[str]]] = []
+        for due_ms, paths in self._pending_deletes:
+            if due_ms > now_ms:
+                keep.append((due_ms, paths))
+                continue
+            for path in paths:
+                if self.fs.exists(path):
+                    self.fs.delete_file(path)
+                    deleted += 1
+        self._pending_deletes = keep
+        return deleted
+
+    # ------------------------------------------------------------------------------ reading
+
+    def _floor_segment(self, offset: int) -> LogSegment | None:
+        slot = bisect.bisect_right(self._bases, offset) - 1
+        return self._segments[self._bases[slot]] if slot >= 0 else None
+
+    def _segments_from(self, segment: LogSegment) -> Iterator[LogSegment]:
+        for base in self._bases[bisect.bisect_left(self._bases, segment.base_offset) :]:
+            yield self._segments[base]
+
+    def _empty_read(self, metadata: LogOffsetMetadata) -> LogReadInfo:
+        return LogReadInfo(
+            b"", metadata, False, self.high_watermark, self.log_start_offset, self._log_end_offset
+        )
+
+    def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
+        return OffsetOutOfRangeError(
+            f"received request for offset {offset} of {self.directory}, but we only have log segments in the "
+            f"range {self.log_start_offset} to {self._log_end_offset}"
+        )
+
+    def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
+        """Where ``offset`` is: the position of the batch holding it (``OFFSET_OUT_OF_RANGE`` outside
+        ``[log_start_offset, log_end_offset]``)."""
+        if offset == self._log_end_offset:
+            return self.log_end_offset_metadata
+        floor = self._floor_segment(offset)
+        if offset > self._log_end_offset or floor is None or offset < self.log_start_offset:
+            raise self._out_of_range(offset)
+        for segment in self._segments_from(floor):
+            found = segment.translate_offset(offset)
+            if found is not None:
+                return LogOffsetMetadata(offset, segment.base_offset, found.position)
+        return self.log_end_offset_metadata
+
+    def read(
+        self, start_offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True
+    ) -> LogReadInfo:
+        """Read whole batches from the one holding ``start_offset`` (kafka-semantics.md §8.3).
+
+        ``max_offset`` is the exclusive upper bound of what may be returned (the high watermark for a
+        consumer, None = the log end offset for a follower). At most ``max_bytes`` are returned,
+        but at least the first batch with ``min_one_message``. Reading at the log end offset (or at
+        or above ``max_offset``) gives an empty result; below the log start offset or above the log
+        end offset raises ``OffsetOutOfRangeError``.
+        """
+        log_end_offset = self._log_end_offset
+        if start_offset == log_end_offset:
+            return self._empty_read(self.log_end_offset_metadata)
+        floor = self._floor_segment(start_offset)
+        if start_offset > log_end_offset or floor is None or start_offset < self.log_start_offset:
+            raise self._out_of_range(start_offset)
+        if max_offset is None or max_offset >= log_end_offset:
+            bound = self.log_end_offset_metadata
+        else:
+            if start_offset >= max_offset:
+                return self._empty_read(self.convert_to_offset_metadata(max(start_offset, max_offset)))
+            bound = self.convert_to_offset_metadata(max_offset)
+        for segment in self._segments_from(floor):
+            max_position = (
+                bound.relative_position_in_segment
+                if bound.segment_base_offset == segment.base_offset
+                else None
+            )
+            found = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if found is not None:
+                position, data, incomplete = found
+                return LogReadInfo(
+                    data,
+                    LogOffsetMetadata(start_offset, segment.base_offset, position),
+                    incomplete,
+                    self.high_watermark,
+                    self.log_start_offset,
+                    log_end_offset,
+                )
+            if bound.segment_base_offset == segment.base_offset:
+                break
+        return self._empty_read(self.log_end_offset_metadata)
+
+    # --------------------------------------------------------------------------- truncation
+
+    def truncate_to(self, target_offset: int, *, now_ms: int) -> bool:
+        """Follower truncation (kafka-semantics.md §8.6). Returns False if nothing changed."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate {self.directory} to a negative offset ({target_offset})")
+        if target_offset >= self._log_end_offset:
+            return False
+        if target_offset < self._bases[0]:
+            self.truncate_fully_and_start_at(target_offset, now_ms=now_ms)
+            return True
+        self._remove_segments([s for s in self.segments if s.base_offset > target_offset], now_ms=now_ms)
+        self.active_segment.truncate_to(target_offset, now_ms=now_ms)
+        self._truncation_generation += 1
+        self._log_end_offset = target_offset
+        self.high_watermark = min(self.high_watermark, target_offset)
+        self.recovery_point = min(self.recovery_point, target_offset)
+        self.log_start_offset = min(self.log_start_offset, target_offset)
+        self.leader_epoch_cache.truncate_from_end(target_offset)
+        self._rebuild_producer_state(target_offset)
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int, *, now_ms: int, wall_clock_ms: int = 0) -> None:
+        """Delete every segment and start empty at ``new_offset``."""
+        if new_offset < 0:
+            raise ValueError(f"cannot restart {self.directory} at a negative offset ({new_offset})")
+        self._remove_segments(self.segments, now_ms=now_ms)
+        self._add_segment(
+            LogSegment.create(
+                self.fs,
+                self.directory,
+                new_offset,
+                self.config,
+                now_ms=now_ms,
+                wall_clock_ms=wall_clock_ms,
+                roll_jitter_ms=self._roll_jitter_ms(),
+            )
+        )
+        self._truncation_generation += 1
+        self._log_end_offset = new_offset
+        self.leader_epoch_cache.clear_and_flush()
+        self.producer_state.truncate_fully()
+        self.producer_state.map_end_offset = new_offset
+        self.recovery_point = min(self.recovery_point, new_offset)
+        self.log_start_offset = new_offset
+        self.high_watermark = new_offset
+
+    def _rebuild_producer_state(self, up_to_offset: int) -> None:
+        """Producer state as of ``up_to_offset``: the latest in-memory snapshot at or below it, then
+        the batch headers from there (snapshots are re-taken at each segment base on the way)."""
+        start = self.producer_state.restore_latest_snapshot(up_to_offset)
+        for position, base in enumerate(self._bases):
+            following = self._bases[position + 1] if position + 1 < len(self._bases) else None
+            if following is not None and following <= start:
+                continue  # Wholly covered by the snapshot.
+            if base >= up_to_offset:
+                break
+            if base > start:
+                self.producer_state.take_snapshot(base)
+            for _position, header in self._segments[base].iterate_headers():
+                if header.base_offset >= up_to_offset:
+                    break
+                if header.base_offset >= start:
+                    self.producer_state.update(header)
+
+    # ------------------------------------------------------------------------------ flushing
+
+    def begin_flush(self, up_to_offset: int | None = None) -> FlushJob:
+        """The fsyncs that make ``[recovery_point, up_to_offset)`` durable (default: everything)."""
+        target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
+        paths: list[str] = []
+        if target > self.recovery_point:
+            start = self._floor_segment(self.recovery_point)
+            for segment in self._segments_from(start if start is not None else self.segments[0]):
+                if segment.base_offset >= target:
+                    break
+                segment.write_pending_index_entries()
+                paths.extend(segment.file_paths())
+        directory = self.directory if self._directory_changes > self._directory_changes_synced else None
+        return FlushJob(
+            self.fs,
+            tuple(paths),
+            directory,
+            up_to_offset=max(target, self.recovery_point),
+            generation=self._truncation_generation,
+            directory_changes=self._directory_changes,
+        )
+
+    def complete_flush(self, job: FlushJob, *, now_ms: int) -> None:
+        """After ``job.run()`` succeeded: advance the recovery point (unless truncated meanwhile)."""
+        if job.directory is not None:
+            self._directory_changes_synced = max(self._directory_changes_synced, job.directory_changes)
+        if job.generation == self._truncation_generation and job.up_to_offset > self.recovery_point:
+            self.recovery_point = min(job.up_to_offset, self._log_end_offset)
+        self.last_flush_ms = now_ms
+
+    def flush(self, up_to_offset: int | None = None, *, now_ms: int) -> None:
+        """Synchronous flush (shutdown, tests): fsync on the calling thread."""
+        job = self.begin_flush(up_to_offset)
+        job.run()
+        self.complete_flush(job, now_ms=now_ms)
+
+    def flush_due(self, now_ms: int) -> bool:
+        """The ``flush.ms`` rule, for a periodic task: unflushed data and ``flush.ms`` elapsed."""
+        return (
+            self._log_end_offset > self.recovery_point and now_ms - self.last_flush_ms >= self.config.flush_ms
+        )
+
+    # ----------------------------------------------------------------------------- retention
+
+    def delete_old_segments(self, *, now_ms: int, wall_clock_ms: int) -> int:
+        """Retention by time and size (if ``cleanup.policy`` has ``delete``) and by log start offset.
+        Nothing at or above the high watermark is deleted. Returns the number of segments deleted."""
+        deleted = 0
+        if self.config.delete_retention_enabled:
+            if self.config.retention_ms >= 0:
+                retention_ms = self.config.retention_ms
+                deleted += self._delete_segments_while(
+                    lambda segment, _next: wall_clock_ms - segment.largest_timestamp > retention_ms,
+                    now_ms=now_ms,
+                    wall_clock_ms=wall_clock_ms,
+                )
+            if self.config.retention_bytes >= 0 and self.size_in_bytes >= self.config.retention_bytes:
+                budget = [self.size_in_bytes - self.config.retention_bytes]
+
+                def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
+                    if budget[0] - segment.size >= 0:
+                        budget[0] -= segment.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments_while(over_size, now_ms=now_ms, wall_clock_ms=wall_clock_ms)
+        start = self.log_start_offset
+        deleted += self._delete_segments_while(
+            lambda _segment, following: following is not None and following.base_offset <= start,
+            now_ms=now_ms,
+            wall_clock_ms=wall_clock_ms,
+        )
+        return deleted
+
+    def _delete_segments_while(self, predicate: _SegmentPredicate, *, now_ms: int, wall_clock_ms: int) -> int:
+        deletable: list[LogSegment] = []
+        segments = self.segments
+        for position, segment in enumerate(segments):
+            following = segments[position + 1] if position + 1 < len(segments) else None
+            upper_bound = following.base_offset if following is not None else self._log_end_offset
+            last_and_empty = following is None and segment.size == 0
+            if self.high_watermark >= upper_bound and not last_and_empty and predicate(segment, following):
+                deletable.append(segment)
+            else:
+                break
+        if not deletable:
+            return 0
+        if len(deletable) == len(segments):
+            self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms)
+        self._remove_segments(deletable, now_ms=now_ms)
+        self.maybe_increment_log_start_offset(self._bases[0])
+        return len(deletable)
+
+    # ----------------------------------------------------------------------------- life cycle
+
+    def close(self) -> None:
+        """Write pending index entries and close every file (no fsync: call ``flush`` first)."""
+        self.active_segment.on_become_inactive()
+        for segment in self._segments.values():
+            segment.close()
+
+    def delete(self) -> None:
+        """Close and delete every file of the log, including ``.deleted`` ones and the directory."""
+        for segment in self._segments.values():
+            segment.close()
+        self._segments.clear()
+        self._bases.clear()
+        for name in self.fs.list_dir(self.directory):
+            self.fs.delete_file(posixpath.join(self.directory, name))
+        self.fs.delete_dir(self.directory)

@@ -1,0 +1,486 @@
+"""LogSegment: one ``%020d.log`` file of batches with its sparse ``.index`` and ``.timeindex``.
+
+Rules kept here (Kafka's ``LogSegment``, kafka-semantics.md §8.2-§8.7):
+
+* Appends go to the end of the ``.log`` through an unbuffered handle. *Before* writing, if more than
+  ``index.interval.bytes`` were appended since the last index entry, the offset index gets
+  ``(largest offset of this append, position where it starts)`` and the time index
+  ``(max timestamp so far, its offset)``. The first append into a segment is never indexed.
+* ``translate_offset(offset)`` starts at the index's floor entry and walks batch headers to the first
+  batch whose *last* offset is >= the target; reads return whole batches from there.
+* Rolling decisions (``should_roll``) use the first batch's max timestamp when it is >= 0, else the
+  segment's creation time on the monotonic clock; ``roll_jitter_ms`` is fixed at creation.
+* ``recover()`` rebuilds the indexes from the batches, validating each (framing, CRC, offsets), and
+  truncates the file at the first invalid byte.
+* The timestamps used for the time index and retention are batch max timestamps paired with the
+  batch's last offset, whichever path (leader, follower, recovery) appended the batch, so every
+  replica and every restart produces the same ``.timeindex``.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import struct
+from collections.abc import Callable, Iterator
+from typing import Final
+
+from runtime.storage.config import LogConfig
+from runtime.storage.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
+from runtime.storage.fs import FileHandle, FileSystem
+from runtime.storage.index import OffsetIndex, TimeIndex
+from runtime.storage.records import (
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
+    BatchHeader,
+    RecordBatch,
+    iterate_batches,
+)
+
+__all__ = [
+    "DELETED_SUFFIX",
+    "INDEX_SUFFIX",
+    "LOG_SUFFIX",
+    "TIME_INDEX_SUFFIX",
+    "LogSegment",
+    "SegmentPosition",
+    "segment_file_name",
+]
+
+LOG_SUFFIX: Final = ".log"
+INDEX_SUFFIX: Final = ".index"
+TIME_INDEX_SUFFIX: Final = ".timeindex"
+DELETED_SUFFIX: Final = ".deleted"
+INT32_MAX: Final = 2_147_483_647
+_SCAN_WINDOW: Final = 8192
+_RECOVERY_CHUNK: Final = 1 << 20
+_HEADER_PREFIX: Final = struct.Struct(">qi")
+
+
+def segment_file_name(base_offset: int, suffix: str) -> str:
+    """``00000000000000368769.log``: the base offset as 20 zero-padded digits, then the suffix."""
+    return f"{base_offset:020d}{suffix}"
+
+
+class SegmentPosition(tuple[int, int, int]):
+    """Where ``translate_offset`` found a batch: ``(last_offset, position, size)``."""
+
+    __slots__ = ()
+
+    def __new__(cls, last_offset: int, position: int, size: int) -> SegmentPosition:
+        return super().__new__(cls, (last_offset, position, size))
+
+    @property
+    def last_offset(self) -> int:
+        return self[0]
+
+    @property
+    def position(self) -> int:
+        return self[1]
+
+    @property
+    def size(self) -> int:
+        return self[2]
+
+
+class LogSegment:
+    def __init__(
+        self,
+        fs: FileSystem,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        log_file: FileHandle,
+        offset_index: OffsetIndex,
+        time_index: TimeIndex,
+        *,
+        created_ms: int,
+        roll_jitter_ms: int,
+    ) -> None:
+        self.fs = fs
+        self.directory = directory
+        self.base_offset = base_offset
+        self.config = config
+        self.log_file = log_file
+        self.offset_index = offset_index
+        self.time_index = time_index
+        self.created_ms = created_ms
+        self.roll_jitter_ms = roll_jitter_ms
+        self.bytes_since_last_index_entry = 0
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = base_offset
+        self.last_modified_ms = 0
+        # Max timestamp of the first append (Kafka's rollingBasedTimestamp); None = not known yet.
+        self._rolling_based_timestamp: int | None = None
+
+    # ------------------------------------------------------------------------- life cycle
+
+    @classmethod
+    def create(
+        cls,
+        fs: FileSystem,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        wall_clock_ms: int,
+        roll_jitter_ms: int,
+    ) -> LogSegment:
+        """A new, empty segment (an existing ``.log`` at that offset is emptied)."""
+        log_path = posixpath.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+        fs.write_file(log_path, b"", fsync=False)
+        segment = cls(
+            fs,
+            directory,
+            base_offset,
+            config,
+            fs.open(log_path),
+            OffsetIndex.create(
+                fs,
+                posixpath.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)),
+                base_offset,
+                config.segment_index_bytes,
+            ),
+            TimeIndex.create(
+                fs,
+                posixpath.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
+                base_offset,
+                config.segment_index_bytes,
+            ),
+            created_ms=now_ms,
+            roll_jitter_ms=roll_jitter_ms,
+        )
+        segment.last_modified_ms = wall_clock_ms
+        return segment
+
+    @classmethod
+    def open_existing(
+        cls,
+        fs: FileSystem,
+        directory: str,
+        base_offset: int,
+        config: LogConfig,
+        *,
+        now_ms: int,
+        roll_jitter_ms: int,
+    ) -> LogSegment:
+        """Open a segment's files. Indexes start empty: call ``load_indexes`` or ``recover`` next."""
+        log_path = posixpath.join(directory, segment_file_name(base_offset, LOG_SUFFIX))
+        segment = cls(
+            fs,
+            directory,
+            base_offset,
+            config,
+            fs.open(log_path),
+            OffsetIndex(
+                fs,
+                posixpath.join(directory, segment_file_name(base_offset, INDEX_SUFFIX)),
+                base_offset,
+                config.segment_index_bytes,
+            ),
+            TimeIndex(
+                fs,
+                posixpath.join(directory, segment_file_name(base_offset, TIME_INDEX_SUFFIX)),
+                base_offset,
+                config.segment_index_bytes,
+            ),
+            created_ms=now_ms,
+            roll_jitter_ms=roll_jitter_ms,
+        )
+        segment.last_modified_ms = fs.modified_ms(log_path)
+        return segment
+
+    def load_indexes(self) -> None:
+        """Load and sanity-check both index files (``CorruptIndexError``/``FileNotFoundError`` mean
+        the caller must ``recover()`` instead), then the largest timestamp."""
+        self.offset_index = OffsetIndex.load(
+            self.fs, self.offset_index.path, self.base_offset, self.config.segment_index_bytes, self.size
+        )
+        self.time_index = TimeIndex.load(
+            self.fs, self.time_index.path, self.base_offset, self.config.segment_index_bytes
+        )
+        next_offset = self.read_next_offset()
+        if self.time_index.entries and self.time_index.last_entry.offset >= next_offset:
+            raise CorruptIndexError(f"time index {self.time_index.path} points past the end of its segment")
+        if self.offset_index.entries and self.offset_index.last_offset >= next_offset:
+            raise CorruptIndexError(
+                f"offset index {self.offset_index.path} points past the end of its segment"
+            )
+        self._load_largest_timestamp()
+
+    @property
+    def log_path(self) -> str:
+        return self.log_file.path
+
+    @property
+    def size(self) -> int:
+        return self.log_file.size
+
+    def file_paths(self) -> tuple[str, str, str]:
+        return (self.log_file.path, self.offset_index.path, self.time_index.path)
+
+    def write_pending_index_entries(self) -> None:
+        self.offset_index.write_pending()
+        self.time_index.write_pending()
+
+    def on_become_inactive(self) -> None:
+        """Called when rolled away from (and on close): the final time index entry, indexes written."""
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.write_pending_index_entries()
+
+    def close(self) -> None:
+        self.write_pending_index_entries()
+        self.offset_index.close()
+        self.time_index.close()
+        self.log_file.close()
+
+    def rename_for_deletion(self) -> list[str]:
+        """Close the files and rename each to ``<name>.deleted``; return the new paths."""
+        self.offset_index.close()
+        self.time_index.close()
+        self.log_file.close()
+        renamed: list[str] = []
+        for path in self.file_paths():
+            if self.fs.exists(path):
+                target = path + DELETED_SUFFIX
+                if self.fs.exists(target):
+                    self.fs.delete_file(target)
+                self.fs.rename(path, target)
+                renamed.append(target)
+        return renamed
+
+    # ---------------------------------------------------------------------------- appending
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    def append(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        records: bytes | bytearray | memoryview,
+        *,
+        wall_clock_ms: int = 0,
+    ) -> None:
+        """Write already-validated batches; index them sparsely."""
+        size = len(records)
+        if size == 0:
+            return
+        physical_position = self.log_file.size
+        if physical_position == 0:
+            self._rolling_based_timestamp = largest_timestamp
+        if not self.can_convert_to_relative_offset(largest_offset):
+            raise InvalidOffsetError(
+                f"offset {largest_offset} cannot be stored in segment {self.base_offset} (relative offset overflow)"
+            )
+        self.log_file.write(records)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = largest_timestamp
+            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+            self.offset_index.append(largest_offset, physical_position)
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self.bytes_since_last_index_entry = 0
+        self.bytes_since_last_index_entry += size
+        if wall_clock_ms:
+            self.last_modified_ms = wall_clock_ms
+
+    # ------------------------------------------------------------------------------ rolling
+
+    def time_waited_for_roll(self, now_ms: int, max_timestamp_in_messages: int) -> int:
+        rolling_based = self._load_first_batch_timestamp()
+        if rolling_based is not None and rolling_based >= 0:
+            return max_timestamp_in_messages - rolling_based
+        return now_ms - self.created_ms
+
+    def should_roll(
+        self, *, messages_size: int, max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int
+    ) -> bool:
+        reached_roll_ms = (
+            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            > self.config.segment_ms - self.roll_jitter_ms
+        )
+        return (
+            self.size > self.config.segment_bytes - messages_size
+            or (self.size > 0 and reached_roll_ms)
+            or self.offset_index.is_full
+            or self.time_index.is_full
+            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+        )
+
+    def _load_first_batch_timestamp(self) -> int | None:
+        if self._rolling_based_timestamp is None and self.size >= RECORD_BATCH_OVERHEAD:
+            header = HEADER_STRUCT.unpack_from(self.log_file.pread(RECORD_BATCH_OVERHEAD, 0))
+            self._rolling_based_timestamp = int(header[8])
+        return self._rolling_based_timestamp
+
+    # ------------------------------------------------------------------------------ reading
+
+    def iterate_headers(
+        self, start_position: int = 0, end_position: int | None = None
+    ) -> Iterator[tuple[int, BatchHeader]]:
+        """Yield ``(position, header)`` for each complete batch from ``start_position``, reading only
+        headers (in windows of a few KiB). Stops at a partial batch; CRCs are not checked."""
+        end = self.size if end_position is None else end_position
+        position = start_position
+        window = b""
+        window_start = position
+        while end - position >= RECORD_BATCH_OVERHEAD:
+            relative = position - window_start
+            if relative + RECORD_BATCH_OVERHEAD > len(window):
+                window = self.log_file.pread(min(_SCAN_WINDOW, end - position), position)
+                window_start = position
+                relative = 0
+                if len(window) < RECORD_BATCH_OVERHEAD:
+                    return
+            header = BatchHeader._make(HEADER_STRUCT.unpack_from(window, relative))
+            if header.batch_length < RECORD_BATCH_OVERHEAD - LOG_OVERHEAD:
+                raise CorruptRecordError(
+                    f"{self.log_path}: batch at byte {position} declares length {header.batch_length}, "
+                    f"below the minimum {RECORD_BATCH_OVERHEAD - LOG_OVERHEAD}"
+                )
+            size = header.batch_length + LOG_OVERHEAD
+            if position + size > end:
+                return
+            yield position, header
+            position += size
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> SegmentPosition | None:
+        """The first batch at or after ``starting_position`` whose last offset is >= ``offset``."""
+        mapping = self.offset_index.lookup(offset)
+        start = max(mapping.position, starting_position)
+        for position, header in self.iterate_headers(start):
+            last_offset = header.base_offset + header.last_offset_delta
+            if last_offset >= offset:
+                return SegmentPosition(last_offset, position, header.batch_length + LOG_OVERHEAD)
+        return None
+
+    def read(
+        self, start_offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = False
+    ) -> tuple[int, bytes, bool] | None:
+        """``(start position, bytes, first_entry_incomplete)`` or None if no batch in this segment
+        has a last offset >= ``start_offset``. The bytes are whole batches from that batch on, at most
+        ``max_size`` (at least the first batch with ``min_one_message``) and never past ``max_position``."""
+        if max_size < 0:
+            raise ValueError(f"invalid max size {max_size} for a log read from segment {self.log_path}")
+        found = self.translate_offset(start_offset)
+        if found is None:
+            return None
+        limit = self.size if max_position is None else max_position
+        adjusted_max_size = max(max_size, found.size) if min_one_message else max_size
+        if adjusted_max_size == 0:
+            return found.position, b"", False
+        fetch_size = max(min(limit - found.position, adjusted_max_size), 0)
+        data = self.log_file.pread(fetch_size, found.position) if fetch_size else b""
+        return found.position, data, adjusted_max_size < found.size
+
+    def read_next_offset(self) -> int:
+        """The offset after the last batch (base offset if empty), read from the last index entry on."""
+        next_offset = self.base_offset
+        for _position, header in self.iterate_headers(self.offset_index.lookup(2**63 - 1).position):
+            next_offset = header.base_offset + header.last_offset_delta + 1
+        return next_offset
+
+    def batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
+        """Complete batches from ``start_position``, bytes included, read in large chunks."""
+        position = start_position
+        end = self.size
+        while position < end:
+            chunk = self.log_file.pread(max(_RECOVERY_CHUNK, LOG_OVERHEAD), position)
+            if len(chunk) >= LOG_OVERHEAD:
+                (_, batch_length) = _HEADER_PREFIX.unpack_from(chunk, 0)
+                if batch_length + LOG_OVERHEAD > len(chunk) and position + batch_length + LOG_OVERHEAD <= end:
+                    chunk = self.log_file.pread(batch_length + LOG_OVERHEAD, position)
+            consumed = 0
+            for batch in iterate_batches(chunk):
+                consumed = batch.position + batch.size_in_bytes
+                batch.position += position
+                yield batch
+            if consumed == 0:
+                return  # A partial batch at the end.
+            position += consumed
+
+    # --------------------------------------------------------------------- recovery, truncation
+
+    def recover(self, on_batch: Callable[[BatchHeader], None]) -> int:
+        """Rebuild the indexes from the batches, stopping at the first invalid one, and truncate the
+        file there. ``on_batch`` sees every valid batch header (epoch cache, producer state).
+        Returns the number of bytes truncated."""
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.max_timestamp_so_far = NO_TIMESTAMP
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        valid_bytes = 0
+        last_index_entry = 0
+        try:
+            for batch in self.batches():
+                header = batch.header
+                batch.ensure_valid()
+                if (
+                    not self.can_convert_to_relative_offset(header.last_offset)
+                    or header.base_offset < self.base_offset
+                ):
+                    raise InvalidOffsetError(
+                        f"batch at byte {batch.position} has offsets {header.base_offset}..{header.last_offset}, "
+                        f"not relative to segment base {self.base_offset}"
+                    )
+                if header.max_timestamp > self.max_timestamp_so_far:
+                    self.max_timestamp_so_far = header.max_timestamp
+                    self.offset_of_max_timestamp_so_far = header.last_offset
+                if valid_bytes - last_index_entry > self.config.index_interval_bytes:
+                    self.offset_index.append(header.last_offset, valid_bytes)
+                    self.time_index.maybe_append(
+                        self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far
+                    )
+                    last_index_entry = valid_bytes
+                valid_bytes += header.size_in_bytes
+                on_batch(header)
+        except (CorruptRecordError, InvalidOffsetError):
+            pass  # Everything from the first invalid batch on is cut below.
+        truncated = self.size - valid_bytes
+        self.log_file.truncate(valid_bytes)
+        self.time_index.maybe_append(
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
+        )
+        self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
+        self._rolling_based_timestamp = None
+        return truncated
+
+    def truncate_to(self, offset: int, *, now_ms: int) -> int:
+        """Remove every batch whose last offset is >= ``offset``; return the bytes removed."""
+        mapping = self.translate_offset(offset)
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        truncated = 0
+        if mapping is not None:
+            truncated = self.size - mapping.position
+            self.log_file.truncate(mapping.position)
+        if self.size == 0:
+            self.created_ms = now_ms
+            self._rolling_based_timestamp = None
+        self.bytes_since_last_index_entry = 0
+        if self.max_timestamp_so_far >= 0:
+            self._load_largest_timestamp()
+        return truncated
+
+    def _load_largest_timestamp(self) -> None:
+        last = self.time_index.last_entry
+        self.max_timestamp_so_far = last.timestamp
+        self.offset_of_max_timestamp_so_far = last.offset
+        start = self.offset_index.lookup(last.offset).position
+        for _position, header in self.iterate_headers(start):
+            if header.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = header.max_timestamp
+                self.offset_of_max_timestamp_so_far = header.last_offset
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp in the segment, or its last modification time if none (retention)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return self.last_modified_ms
