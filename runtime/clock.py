@@ -48,6 +48,10 @@ class Clock(Protocol):
         """Milliseconds since the Unix epoch."""
         ...
 
+    def now_ns(self) -> int:
+        """Monotonic nanoseconds, for durations finer than a millisecond (request latencies)."""
+        ...
+
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
         """Run ``callback`` once, ``delay_ms`` from now (negative delays run as soon as possible)."""
         ...
@@ -69,6 +73,9 @@ class LoopClock:
 
     def wall_clock_ms(self) -> int:
         return time.time_ns() // 1_000_000
+
+    def now_ns(self) -> int:
+        return time.monotonic_ns()
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
         return self._get_loop().call_later(max(delay_ms, 0) / 1000.0, callback)
@@ -98,6 +105,9 @@ class ManualClock:
 
     def wall_clock_ms(self) -> int:
         return self._wall_offset_ms + self._now_ms
+
+    def now_ns(self) -> int:
+        return self._now_ms * 1_000_000
 
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
         timer = _ManualTimer(self._now_ms + max(delay_ms, 0), callback)

@@ -59,6 +59,11 @@ class Context(ABC, Generic[M]):
 
     @property
     @abstractmethod
+    def now_ns(self) -> int:
+        """Monotonic nanoseconds, for measuring short durations (latency histograms)."""
+
+    @property
+    @abstractmethod
     def rng(self) -> random.Random: ...
 
     @property

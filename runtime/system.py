@@ -148,6 +148,10 @@ class _CellContext(Context[Any]):
         return self._cell.system.clock.wall_clock_ms()
 
     @property
+    def now_ns(self) -> int:
+        return self._cell.system.clock.now_ns()
+
+    @property
     def rng(self) -> random.Random:
         return self._cell.system.rng
 

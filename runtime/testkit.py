@@ -81,6 +81,10 @@ class _KitContext(Context[Any]):
         return self._kit.clock.wall_clock_ms()
 
     @property
+    def now_ns(self) -> int:
+        return self._kit.clock.now_ns()
+
+    @property
     def rng(self) -> random.Random:
         return self._kit.rng
 
