@@ -1,0 +1,180 @@
+"""The catalogue of every metric a broker exports: name, type, labels, help.
+
+One source of truth for the collectors (``ops/broker_metrics.py`` emits only these), the Grafana
+dashboards and Prometheus rules (tests check every expression uses catalogued names), and the
+PySpark rollup (which reads snapshots of these series).
+
+Naming (ecosystem.md §2): Kafka's replication and controller metrics use the names the Strimzi /
+jmx_exporter configuration produces (``kafka_server_replicamanager_isrshrinks_total``...), with the
+same labels, so existing dashboards and alerts work. New metrics, and every latency, follow
+Prometheus conventions with base units (``_seconds`` histograms). Counters are listed with their
+exposed ``_total`` name. Every series exists from start-up (labelled ones for their known label
+values), so panels and alerts never see "no data" for a metric that simply has not moved yet.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+
+__all__ = ["CATALOG", "MetricSpec", "MetricType", "metric_names"]
+
+
+class MetricType(enum.Enum):
+    COUNTER = "counter"
+    GAUGE = "gauge"
+    HISTOGRAM = "histogram"
+
+
+@dataclass(frozen=True, slots=True)
+class MetricSpec:
+    name: str
+    type: MetricType
+    help: str
+    labels: tuple[str, ...] = ()
+
+    @property
+    def family(self) -> str:
+        """The family name prometheus_client is given (counters without ``_total``)."""
+        if self.type is MetricType.COUNTER:
+            return self.name.removesuffix("_total")
+        return self.name
+
+    @property
+    def sample_names(self) -> tuple[str, ...]:
+        if self.type is MetricType.HISTOGRAM:
+            return (f"{self.name}_bucket", f"{self.name}_sum", f"{self.name}_count")
+        return (self.name,)
+
+
+C, G, H = MetricType.COUNTER, MetricType.GAUGE, MetricType.HISTOGRAM
+TP = ("topic", "partition")
+
+CATALOG: tuple[MetricSpec, ...] = (
+    # --- ReplicaManager (kafka.server:type=ReplicaManager) -------------------------------------
+    MetricSpec("kafka_server_replicamanager_isrshrinks_total", C,
+               "Successful leader-initiated ISR shrinks (IsrShrinksPerSec)."),
+    MetricSpec("kafka_server_replicamanager_isrexpands_total", C,
+               "Successful leader-initiated ISR expansions (IsrExpandsPerSec)."),
+    MetricSpec("kafka_server_replicamanager_failedisrupdates_total", C,
+               "ISR updates refused by ZooKeeper's conditional write (FailedIsrUpdatesPerSec)."),
+    MetricSpec("kafka_server_replicamanager_underreplicatedpartitions", G,
+               "Partitions led by this broker whose ISR is smaller than their replica set."),
+    MetricSpec("kafka_server_replicamanager_underminisrpartitioncount", G,
+               "Partitions led by this broker whose ISR is below min.insync.replicas."),
+    MetricSpec("kafka_server_replicamanager_atminisrpartitioncount", G,
+               "Partitions led by this broker whose ISR equals min.insync.replicas."),
+    MetricSpec("kafka_server_replicamanager_partitioncount", G, "Partitions hosted by this broker."),
+    MetricSpec("kafka_server_replicamanager_leadercount", G, "Partitions led by this broker."),
+    # --- ISR change propagation (the 5 s / 60 s rule, kafka-semantics.md §6.1) ---------------
+    MetricSpec("kafka_server_isrchangepropagation_checks_total", C,
+               "isr-change-propagation checks with pending changes, by outcome: written (after 5 s "
+               "of quiet), forced (by the 60 s bound while changes kept coming; also writes), "
+               "deferred (black-out: nothing written).", ("outcome",)),
+    MetricSpec("kafka_server_isrchangepropagation_pending_changes", G,
+               "Partitions whose ISR change is recorded but not yet propagated (isrChangeSet size)."),
+    MetricSpec("kafka_server_isrchangepropagation_delay_seconds", H,
+               "Time from the first recorded ISR change to its propagation to ZooKeeper."),
+    # --- Partitions (kafka.cluster:type=Partition), reported on the leader --------------------
+    MetricSpec("kafka_cluster_partition_underreplicated", G, "1 if this led partition is under-replicated.", TP),
+    MetricSpec("kafka_cluster_partition_underminisr", G, "1 if this led partition's ISR is below min ISR.", TP),
+    MetricSpec("kafka_cluster_partition_atminisr", G, "1 if this led partition's ISR equals min ISR.", TP),
+    MetricSpec("kafka_cluster_partition_insyncreplicascount", G, "ISR size if leader, else 0.", TP),
+    MetricSpec("kafka_cluster_partition_replicascount", G, "Replica count if leader, else 0.", TP),
+    MetricSpec("kafka_cluster_partition_leaderepoch", G, "Current leader epoch of the partition.", TP),
+    # --- Logs (kafka.log:type=Log) --------------------------------------------------------------
+    MetricSpec("kafka_log_log_size", G, "Bytes in the partition's log segments.", TP),
+    MetricSpec("kafka_log_log_logendoffset", G, "Log end offset of the partition replica.", TP),
+    MetricSpec("kafka_log_log_logstartoffset", G, "Log start offset of the partition replica.", TP),
+    MetricSpec("kafka_log_log_highwatermark", G, "High watermark of the partition replica.", TP),
+    MetricSpec("kafka_log_log_numlogsegments", G, "Number of segments of the partition replica.", TP),
+    # --- Replica fetchers ---------------------------------------------------------------------
+    MetricSpec("kafka_server_replicafetchermanager_maxlag", G,
+               "Largest lag (leader HW − next fetch offset) over all partitions this broker follows.",
+               ("clientId",)),
+    MetricSpec("kafka_server_replicafetchermanager_failedpartitionscount", G,
+               "Followed partitions removed from their fetcher after an error (e.g. fenced epoch).",
+               ("clientId",)),
+    MetricSpec("kafka_server_fetcherlagmetrics_consumerlag", G,
+               "Per followed partition: leader HW from the last response − next fetch offset.",
+               ("clientId", "topic", "partition")),
+    MetricSpec("kafka_server_fetcherstats_bytes_total", C,
+               "Record bytes fetched by replica fetchers, by source broker.", ("clientId", "source_broker")),
+    MetricSpec("kafka_server_fetcherstats_requests_total", C,
+               "Fetch requests sent by replica fetchers, by source broker.", ("clientId", "source_broker")),
+    # --- Broker topic metrics ------------------------------------------------------------------
+    MetricSpec("kafka_server_brokertopicmetrics_bytesin_total", C, "Bytes appended by producers.", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_bytesout_total", C, "Bytes returned to consumers.", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_messagesin_total", C, "Records appended by producers.", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_replicationbytesin_total", C,
+               "Bytes appended by this broker as a follower.", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_replicationbytesout_total", C,
+               "Bytes served to followers.", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_totalproducerequests_total", C,
+               "Produce requests per topic.", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_failedproducerequests_total", C,
+               "Produce requests per topic that failed.", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_totalfetchrequests_total", C,
+               "Fetch requests per topic (consumers and followers).", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_failedfetchrequests_total", C,
+               "Fetch requests per topic that failed.", ("topic",)),
+    # --- Requests and purgatories --------------------------------------------------------------
+    MetricSpec("kafka_network_request_duration_seconds", H,
+               "Time from request arrival to response, by request type "
+               "(Produce, FetchConsumer, FetchFollower, ...).", ("request",)),
+    MetricSpec("kafka_network_requestmetrics_requests_total", C, "Requests handled, by request type.",
+               ("request",)),
+    MetricSpec("kafka_network_requestmetrics_errors_total", C, "Request-level or partition errors, by type.",
+               ("request", "error")),
+    MetricSpec("kafka_server_delayedoperationpurgatory_purgatorysize", G,
+               "Requests parked in a purgatory.", ("delayedOperation",)),
+    MetricSpec("kafka_server_delayedproducemetrics_expires_total", C,
+               "acks=all produces that expired before enough replicas had the data."),
+    # --- ZooKeeper session ---------------------------------------------------------------------
+    MetricSpec("kafka_server_sessionexpirelistener_zookeeperexpires_total", C, "ZooKeeper session expiries."),
+    MetricSpec("kafka_server_sessionexpirelistener_zookeeperdisconnects_total", C, "ZooKeeper connection losses."),
+    MetricSpec("kafka_server_sessionexpirelistener_zookeepersyncconnects_total", C, "ZooKeeper (re)connections."),
+    MetricSpec("kafka_server_zookeeper_request_duration_seconds", H, "ZooKeeper request latency."),
+    MetricSpec("kafka_server_kafkaserver_brokerstate", G,
+               "Broker state (Kafka's numbering: 0 not running, 1 starting, 3 running, "
+               "6 pending controlled shutdown, 7 shutting down)."),
+    # --- Controller ----------------------------------------------------------------------------
+    MetricSpec("kafka_controller_kafkacontroller_activecontrollercount", G,
+               "1 on the broker whose controller is active, 0 elsewhere; the cluster sum must be 1."),
+    MetricSpec("kafka_controller_kafkacontroller_offlinepartitionscount", G,
+               "Partitions without a live leader (as seen by the active controller)."),
+    MetricSpec("kafka_controller_kafkacontroller_preferredreplicaimbalancecount", G,
+               "Partitions not led by their preferred replica (as seen by the active controller)."),
+    MetricSpec("kafka_controller_kafkacontroller_globaltopiccount", G, "Topics in the cluster."),
+    MetricSpec("kafka_controller_kafkacontroller_globalpartitioncount", G, "Partitions in the cluster."),
+    MetricSpec("kafka_controller_kafkacontroller_activebrokercount", G, "Live brokers seen by the controller."),
+    MetricSpec("kafka_controller_kafkacontroller_controllerepoch", G, "Controller epoch of the active controller."),
+    MetricSpec("kafka_controller_controllerstats_uncleanleaderelections_total", C,
+               "Leaders elected from outside the ISR."),
+    MetricSpec("kafka_controller_controllerstats_leaderelection_duration_seconds", H,
+               "Time to elect and propagate leaders for a batch of partitions (count = elections)."),
+    MetricSpec("kafka_controller_controllereventmanager_eventqueuesize", G, "Events waiting in the controller queue."),
+    MetricSpec("kafka_controller_controllereventmanager_eventqueue_time_seconds", H,
+               "Time an event waited in the controller queue."),
+    MetricSpec("kafka_controller_controllereventmanager_event_processing_seconds", H,
+               "Time the controller spent processing events, by event type.", ("event",)),
+    # --- Runtime (the actor system itself) -----------------------------------------------------
+    MetricSpec("actorlog_actor_mailbox_depth", G, "Messages waiting in an actor's mailbox.", ("actor",)),
+    MetricSpec("actorlog_actor_messages_processed_total", C, "Messages handled by an actor.", ("actor",)),
+    MetricSpec("actorlog_actor_failures_total", C, "Handler exceptions seen by an actor's supervisor.", ("actor",)),
+    MetricSpec("actorlog_actor_restarts_total", C, "Restarts of an actor by its supervisor.", ("actor",)),
+    MetricSpec("actorlog_dead_letters_total", C, "Messages addressed to actors that did not exist or had stopped."),
+    MetricSpec("actorlog_actors", G, "Live actors on this node."),
+)  # fmt: skip
+
+_BY_NAME = {spec.name: spec for spec in CATALOG}
+assert len(_BY_NAME) == len(CATALOG), "duplicate metric names in the catalogue"
+
+
+def metric_names() -> frozenset[str]:
+    """Every exposed sample name (histograms contribute _bucket, _sum and _count)."""
+    return frozenset(name for spec in CATALOG for name in spec.sample_names)
+
+
+def spec(name: str) -> MetricSpec:
+    return _BY_NAME[name]
