@@ -82,8 +82,7 @@ class Stat:
 
     ``czxid``/``mzxid`` are the zxids of the creating and last modifying transactions; the czxid
     of a broker's registration znode is its broker epoch. ``ephemeral_owner`` is the owning
-    session id, 0 for a persistent znode. ``cversion`` counts child creations and deletions (it is
-    also the counter ZooKeeper appends to sequential children).
+    session id, 0 for a persistent znode. ``cversion`` counts child creations and deletions.
     """
 
     version: int
@@ -280,7 +279,8 @@ class Coordinator(ABC):
     async def create(
         self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False
     ) -> CreateResult:
-        """Create a znode. Sequential znodes get ``%010d`` of the parent's cversion appended.
+        """Create a znode. A sequential znode gets ``%010d`` of its parent's count of child
+        creations appended (ZooKeeper's counter: not the cversion, which also counts deletions).
 
         Raises NodeExistsError, NoNodeError (missing parent), NoChildrenForEphemeralsError.
         """

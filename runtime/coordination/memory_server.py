@@ -8,8 +8,10 @@ Theory of operation (what is modelled, following ZooKeeper's DataTree and PrepRe
 * Every successful write is one transaction with the next zxid; a multi is ONE transaction, so
   all its znodes share one czxid/mzxid. Opening and closing a session also take a zxid, as in
   ZooKeeper, so a re-created ephemeral always gets a larger czxid (Kafka's broker epoch).
-* ``version`` counts data changes, ``cversion`` counts child creations and deletions, and a
-  sequential child is named ``prefix + "%010d" % parent.cversion`` at the time of its creation.
+* ``version`` counts data changes. ZooKeeper stores the number of child *creations* of a znode and
+  reports ``cversion`` as creations + deletions (``2 * creations - num_children``, DataNode's
+  copyStat); a sequential child is named ``prefix + "%010d" % creations``, so after a create and a
+  delete the next sequence number is 1 while cversion is 2. Both are reproduced.
 * Errors are checked in ZooKeeper's order: create = parent missing (NoNode), parent ephemeral,
   node exists; set = NoNode, BadVersion; delete = NoNode, BadVersion, NotEmpty; check = NoNode,
   BadVersion. A multi applies its ops in order against the state left by the earlier ops and
@@ -83,13 +85,13 @@ class _Node:
     mzxid: int
     ephemeral_owner: int
     version: int = 0
-    cversion: int = 0
+    child_creations: int = 0
     children: set[str] = field(default_factory=set)
 
     def stat(self) -> Stat:
         return Stat(
             version=self.version,
-            cversion=self.cversion,
+            cversion=2 * self.child_creations - len(self.children),
             czxid=self.czxid,
             mzxid=self.mzxid,
             ephemeral_owner=self.ephemeral_owner,
@@ -315,7 +317,7 @@ class MemoryZooKeeper:
             raise NoNodeError(op.path, f"parent {parent_name} does not exist")
         if parent.ephemeral_owner != 0:
             raise NoChildrenForEphemeralsError(op.path)
-        path = f"{op.path}{parent.cversion:010d}" if op.sequential else op.path
+        path = f"{op.path}{parent.child_creations:010d}" if op.sequential else op.path
         if path in self._nodes:
             raise NodeExistsError(path)
         owner = session_id if op.ephemeral else 0
@@ -323,14 +325,14 @@ class MemoryZooKeeper:
         name = path.rsplit("/", 1)[1]
         self._nodes[path] = node
         parent.children.add(name)
-        parent.cversion += 1
+        parent.child_creations += 1
         if owner:
             self._sessions[owner].ephemerals.add(path)
 
         def undo_create() -> None:
             del self._nodes[path]
             parent.children.discard(name)
-            parent.cversion -= 1
+            parent.child_creations -= 1
             if owner and owner in self._sessions:
                 self._sessions[owner].ephemerals.discard(path)
 
@@ -348,7 +350,6 @@ class MemoryZooKeeper:
         name = path.rsplit("/", 1)[1]
         del self._nodes[path]
         parent.children.discard(name)
-        parent.cversion += 1
         owner_session = self._sessions.get(node.ephemeral_owner)
         if owner_session is not None:
             owner_session.ephemerals.discard(path)
@@ -356,7 +357,6 @@ class MemoryZooKeeper:
         def undo_delete() -> None:
             self._nodes[path] = node
             parent.children.add(name)
-            parent.cversion -= 1
             if owner_session is not None:
                 owner_session.ephemerals.add(path)
 
