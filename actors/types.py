@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TypeAlias
+
+# One TopicPartition for the whole code base: the storage engine names its directories and
+# checkpoint entries with it, and runtime/ cannot import actors/, so it is defined there.
+from runtime.storage.checkpoint import TopicPartition
 
 __all__ = [
     "NO_LEADER",
@@ -20,15 +23,6 @@ BrokerId: TypeAlias = int
 # Kafka's sentinels: LeaderAndIsr.NoLeader and Log.UnknownOffset.
 NO_LEADER = -1
 UNKNOWN_OFFSET = -1
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 def broker_node(broker_id: BrokerId) -> str:

@@ -14,13 +14,15 @@ What a context offers:
   with a key already in use replaces it; a cancelled or replaced timer never delivers, even if its
   message was already queued;
 * I/O: ``pipe_to_self(operation, on_success, on_failure)`` runs an async operation outside the
-  actor and delivers its outcome as a message (Akka's pipeToSelf); ``message_adapter`` gives a
+  actor and delivers its outcome as a message (Akka's pipeToSelf); ``pipe_blocking_to_self`` does
+  the same for a blocking function, in a worker thread; ``message_adapter`` gives a
   plain callback that posts into this actor's mailbox (for port subscriptions such as watches);
 * children: ``spawn`` / ``stop``, ``stop_self``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import random
 from abc import ABC, abstractmethod
@@ -141,6 +143,20 @@ class Context(ABC, Generic[M]):
         on_failure: Callable[[Exception], M],
     ) -> None:
         """Run ``operation()`` outside the actor; its result or exception comes back as a message."""
+
+    def pipe_blocking_to_self(
+        self,
+        function: Callable[[], T],
+        on_success: Callable[[T], M],
+        on_failure: Callable[[Exception], M],
+    ) -> None:
+        """Run a blocking ``function()`` (an fsync, a directory scan) in a worker thread; its result
+        or exception comes back as a message. The event loop never blocks on it."""
+
+        async def operation() -> T:
+            return await asyncio.to_thread(function)
+
+        self.pipe_to_self(operation, on_success, on_failure)
 
     @abstractmethod
     def message_adapter(self, adapt: Callable[[T], M]) -> Callable[[T], None]:
