@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import posixpath
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 __all__ = ["FileHandle", "FileSystem", "MemoryFileSystem", "TornTail"]
@@ -48,6 +48,10 @@ class FileHandle(Protocol):
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         """Append every byte of ``data`` at the end, handed to the OS before returning."""
+        ...
+
+    def writev(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Append the buffers back to back (one gathering write where the OS offers it)."""
         ...
 
     def pread(self, size: int, position: int) -> bytes:
@@ -145,6 +149,13 @@ class _MemoryHandle:
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self._check_open()
         self._inode.data += data
+        self._inode.modified_ms = self._fs.wall_clock_ms()
+
+    def writev(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+        self._check_open()
+        data = self._inode.data
+        for buffer in buffers:
+            data += buffer
         self._inode.modified_ms = self._fs.wall_clock_ms()
 
     def pread(self, size: int, position: int) -> bytes:

@@ -92,6 +92,9 @@ class _IndexFile:
     def entries(self) -> int:
         return len(self._keys)
 
+    def __len__(self) -> int:
+        return len(self._keys)
+
     @property
     def is_full(self) -> bool:
         return len(self._keys) >= self.max_entries
@@ -195,18 +198,22 @@ class OffsetIndex(_IndexFile):
         return OffsetPosition(self.base_offset + self._keys[n], self._values[n])
 
     def append(self, offset: int, position: int) -> None:
-        if self.is_full:
-            raise AssertionError(
-                f"attempt to append to a full index {self.path} ({self.max_entries} entries)"
-            )
+        keys = self._keys
         relative = offset - self.base_offset
-        if self._keys and relative <= self._keys[-1]:
+        if keys and relative <= keys[-1]:
             raise InvalidOffsetError(
                 f"attempt to append offset {offset} to index {self.path} whose last offset is {self.last_offset}"
             )
-        if not 0 <= relative <= INT32_MAX:
+        if len(keys) >= self.max_entries:
+            raise AssertionError(
+                f"attempt to append to a full index {self.path} ({self.max_entries} entries)"
+            )
+        if relative < 0 or relative > INT32_MAX:
             raise InvalidOffsetError(f"offset {offset} is not relative to base offset {self.base_offset}")
-        self._append(relative, position)
+        keys.append(relative)
+        self._values.append(position)
+        if len(keys) - self._written >= _PENDING_WRITE_THRESHOLD:
+            self.write_pending()
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= target, or ``(base_offset, 0)``."""
@@ -256,19 +263,28 @@ class TimeIndex(_IndexFile):
         return TimestampOffset(self._keys[n], self.base_offset + self._values[n])
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
-        if not skip_full_check and self.is_full:
+        keys = self._keys
+        if keys:
+            last_timestamp = keys[-1]
+            last_offset = self.base_offset + self._values[-1]
+            if offset < last_offset:
+                raise InvalidOffsetError(
+                    f"attempt to append offset {offset} to time index {self.path} whose last offset is {last_offset}"
+                )
+            if timestamp < last_timestamp:
+                raise InvalidOffsetError(
+                    f"attempt to append timestamp {timestamp} to time index {self.path} whose last is {last_timestamp}"
+                )
+            if timestamp == last_timestamp:
+                return
+        elif timestamp <= NO_TIMESTAMP:
+            return
+        if not skip_full_check and len(keys) >= self.max_entries:
             raise AssertionError(f"attempt to append to a full time index {self.path}")
-        last = self.last_entry
-        if self._keys and offset < last.offset:
-            raise InvalidOffsetError(
-                f"attempt to append offset {offset} to time index {self.path} whose last offset is {last.offset}"
-            )
-        if self._keys and timestamp < last.timestamp:
-            raise InvalidOffsetError(
-                f"attempt to append timestamp {timestamp} to time index {self.path} whose last is {last.timestamp}"
-            )
-        if timestamp > last.timestamp:
-            self._append(timestamp, offset - self.base_offset)
+        keys.append(timestamp)
+        self._values.append(offset - self.base_offset)
+        if len(keys) - self._written >= _PENDING_WRITE_THRESHOLD:
+            self.write_pending()
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries whose offset is at or above ``offset``."""

@@ -45,16 +45,14 @@ class LeaderEpochCache:
         if entries is None:
             entries = checkpoint.read() if checkpoint is not None else ()
         self._entries: list[EpochEntry] = []
+        # The last entry, kept as a plain attribute: the append path reads it for every batch.
+        self.latest_entry: EpochEntry | None = None
         for entry in entries:
             self._assign(entry)
 
     @property
     def entries(self) -> tuple[EpochEntry, ...]:
         return tuple(self._entries)
-
-    @property
-    def latest_entry(self) -> EpochEntry | None:
-        return self._entries[-1] if self._entries else None
 
     @property
     def latest_epoch(self) -> int | None:
@@ -82,6 +80,7 @@ class LeaderEpochCache:
         ):
             self._entries.pop()
         self._entries.append(entry)
+        self.latest_entry = entry
         return True
 
     def end_offset_for(self, requested_epoch: int) -> tuple[int, int]:
@@ -125,5 +124,6 @@ class LeaderEpochCache:
         self._flush()
 
     def _flush(self) -> None:
+        self.latest_entry = self._entries[-1] if self._entries else None
         if self._checkpoint is not None:
             self._checkpoint.write(self._entries)

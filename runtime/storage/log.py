@@ -38,6 +38,10 @@ rebuilt, newer leader epochs re-assigned from the batches, and the producer stat
 batch headers from the first segment (no producer snapshot files are written; in-memory snapshots
 taken at each roll make truncation rescan only from the last roll below the truncation point).
 
+*Value types.* ``LogAppendInfo``, ``LogReadInfo`` and ``LogOffsetMetadata`` are NamedTuples, not
+frozen dataclasses: one is built per append or read, and a tuple costs a fifth of a frozen dataclass.
+They are immutable all the same.
+
 What this module deliberately does not know: replication roles, ISR, the controller, transactions
 (no LSO, no aborted-transaction index), compaction.
 """
@@ -49,7 +53,7 @@ import posixpath
 import random
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import NamedTuple, TypeAlias
 
 from runtime.storage.checkpoint import LeaderEpochCheckpointFile
 from runtime.storage.compression import CompressionType
@@ -74,8 +78,7 @@ __all__ = ["FlushJob", "Log", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo
 _SegmentPredicate: TypeAlias = Callable[[LogSegment, LogSegment | None], bool]
 
 
-@dataclass(frozen=True, slots=True)
-class LogOffsetMetadata:
+class LogOffsetMetadata(NamedTuple):
     """An offset and where it is: the base offset of its segment and a byte position in it."""
 
     message_offset: int
@@ -83,8 +86,7 @@ class LogOffsetMetadata:
     relative_position_in_segment: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
     """The outcome of an append (Kafka's ``LogAppendInfo``).
 
     ``duplicate`` is True when an idempotent producer's retried batch was recognised: nothing was
@@ -107,8 +109,7 @@ class LogAppendInfo:
     flush_up_to_offset: int | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class LogReadInfo:
+class LogReadInfo(NamedTuple):
     """Whole batches from the one holding ``fetch_offset_metadata.message_offset`` (possibly ending
     with a partial batch, which readers drop), plus the log's offsets when the read happened."""
 
@@ -196,6 +197,11 @@ class Log:
         self._pending_roll_flush: int | None = None
         self._pending_deletes: list[tuple[int, list[str]]] = []
         self.producer_state = ProducerStateManager()
+        self._flush_every_batch = config.flush_policy is FlushPolicy.PER_BATCH
+        self._flush_messages = config.flush_messages
+        self._max_message_bytes = config.max_message_bytes
+        self._segment_bytes = config.segment_bytes
+        self._active: LogSegment
         self.leader_epoch_cache = LeaderEpochCache(
             lambda: self._log_end_offset, LeaderEpochCheckpointFile(fs, directory), entries=()
         )
@@ -260,7 +266,7 @@ class Log:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self._segments[self._bases[-1]]
+        return self._active
 
     @property
     def segments(self) -> list[LogSegment]:
@@ -325,8 +331,8 @@ class Log:
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the log end offset, stamp
         ``leader_epoch`` and append (kafka-semantics.md §8.4, §9.3)."""
-        analysis = analyze(records, from_client=True, max_message_bytes=self.config.max_message_bytes)
-        if not analysis.batches:
+        analysis = analyze(records, True, self._max_message_bytes)
+        if not analysis.headers:
             return self._nothing_appended(analysis)
         assigned = assign_offsets(
             analysis,
@@ -354,54 +360,62 @@ class Log:
                         leader_epoch,
                         duplicate=True,
                     )
-        producer_append = self.producer_state.prepare(assigned.headers, from_client=True)
-        first_offset = self._log_end_offset
+        producer_append = (
+            self.producer_state.prepare(assigned.headers, from_client=True)
+            if analysis.has_producer_ids
+            else None
+        )
         return self._append(
-            assigned.records,
+            assigned.parts,
+            assigned.size,
             assigned.headers,
-            first_offset=first_offset,
-            max_timestamp=assigned.max_timestamp,
-            offset_of_max_timestamp=assigned.offset_of_max_timestamp,
-            log_append_time_ms=assigned.log_append_time_ms,
-            analysis=analysis,
-            target_codec=assigned.target_codec,
-            producer_append=producer_append,
-            now_ms=now_ms,
-            wall_clock_ms=wall_clock_ms,
+            self._log_end_offset,
+            assigned.max_timestamp,
+            assigned.offset_of_max_timestamp,
+            assigned.log_append_time_ms,
+            analysis,
+            assigned.target_codec,
+            producer_append,
+            now_ms,
+            wall_clock_ms,
         )
 
     def append_as_follower(
         self, records: bytes | bytearray | memoryview, *, now_ms: int, wall_clock_ms: int = 0
     ) -> LogAppendInfo:
         """Append the leader's batches byte for byte (CRC checked, offsets kept)."""
-        analysis = analyze(records, from_client=False, max_message_bytes=self.config.max_message_bytes)
-        if not analysis.batches:
+        analysis = analyze(records, False, self._max_message_bytes)
+        headers = analysis.headers
+        if not headers:
             return self._nothing_appended(analysis)
         if not analysis.offsets_monotonic:
             raise OffsetsOutOfOrderError(
                 f"out of order offsets in the append to {self.directory}: "
-                f"{[(b.header.base_offset, b.header.last_offset) for b in analysis.batches]}"
+                f"{[(h.base_offset, h.last_offset) for h in headers]}"
             )
         if analysis.first_offset < self._log_end_offset:
             raise UnexpectedAppendOffsetError(
                 f"unexpected offset in the append to {self.directory}: first offset {analysis.first_offset} is "
                 f"less than the next offset {self._log_end_offset}; first 10 offsets: "
-                f"{[b.header.base_offset for b in analysis.batches[:10]]}"
+                f"{[h.base_offset for h in headers[:10]]}"
             )
-        headers = [batch.header for batch in analysis.batches]
-        data = memoryview(records)[: analysis.valid_bytes]
         return self._append(
-            data,
+            [
+                records
+                if analysis.valid_bytes == len(records)
+                else memoryview(records)[: analysis.valid_bytes]
+            ],
+            analysis.valid_bytes,
             headers,
-            first_offset=analysis.first_offset,
-            max_timestamp=analysis.max_timestamp,
-            offset_of_max_timestamp=analysis.offset_of_max_timestamp,
-            log_append_time_ms=NO_TIMESTAMP,
-            analysis=analysis,
-            target_codec=analysis.source_codec,
-            producer_append=self.producer_state.prepare(headers, from_client=False),
-            now_ms=now_ms,
-            wall_clock_ms=wall_clock_ms,
+            analysis.first_offset,
+            analysis.max_timestamp,
+            analysis.offset_of_max_timestamp,
+            NO_TIMESTAMP,
+            analysis,
+            analysis.source_codec,
+            self.producer_state.prepare(headers, from_client=False) if analysis.has_producer_ids else None,
+            now_ms,
+            wall_clock_ms,
         )
 
     def _nothing_appended(self, analysis: Analysis) -> LogAppendInfo:
@@ -412,55 +426,61 @@ class Log:
 
     def _append(
         self,
-        data: bytes | bytearray | memoryview,
+        parts: list[bytes | bytearray | memoryview],
+        size: int,
         headers: list[BatchHeader],
-        *,
         first_offset: int,
         max_timestamp: int,
         offset_of_max_timestamp: int,
         log_append_time_ms: int,
         analysis: Analysis,
         target_codec: CompressionType,
-        producer_append: ProducerAppend,
+        producer_append: ProducerAppend | None,
         now_ms: int,
         wall_clock_ms: int,
     ) -> LogAppendInfo:
-        size = len(data)
-        if size > self.config.segment_bytes:
+        if size > self._segment_bytes:
             raise RecordBatchTooLargeError(
                 f"the append to {self.directory} is {size} bytes, larger than segment.bytes {self.config.segment_bytes}"
             )
         # Batch-level max timestamps for the segment and its time index: every replica and every
         # recovery sees the same ones.
-        segment_max_timestamp = NO_TIMESTAMP
-        segment_offset_of_max = first_offset
         last_header = headers[-1]
-        for header in headers:
-            if header.max_timestamp > segment_max_timestamp:
-                segment_max_timestamp = header.max_timestamp
-                segment_offset_of_max = header.base_offset + header.last_offset_delta
         last_offset = last_header.base_offset + last_header.last_offset_delta
-        segment = self.active_segment
-        if segment.should_roll(
-            messages_size=size,
-            max_timestamp_in_messages=segment_max_timestamp,
-            max_offset_in_messages=last_offset,
-            now_ms=now_ms,
-        ):
+        if len(headers) == 1:
+            segment_max_timestamp = last_header.max_timestamp
+            segment_offset_of_max = last_offset
+        else:
+            segment_max_timestamp = NO_TIMESTAMP
+            segment_offset_of_max = first_offset
+            for header in headers:
+                if header.max_timestamp > segment_max_timestamp:
+                    segment_max_timestamp = header.max_timestamp
+                    segment_offset_of_max = header.base_offset + header.last_offset_delta
+        segment = self._active
+        if segment.should_roll(size, segment_max_timestamp, last_offset, now_ms):
             segment = self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms, expected_next_offset=first_offset)
-        segment.append(
-            last_offset, segment_max_timestamp, segment_offset_of_max, data, wall_clock_ms=wall_clock_ms
-        )
+        segment.append(last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, wall_clock_ms)
         # The bytes are in the OS: now the offsets may count.
-        self._log_end_offset = last_offset + 1
+        log_end_offset = self._log_end_offset = last_offset + 1
         cache = self.leader_epoch_cache
+        latest = cache.latest_entry
         for header in headers:
             epoch = header.partition_leader_epoch
-            if epoch >= 0:
+            if epoch >= 0 and (
+                latest is None or latest.epoch != epoch or latest.start_offset > header.base_offset
+            ):
+                cache.assign(epoch, header.base_offset)
                 latest = cache.latest_entry
-                if latest is None or latest.epoch != epoch or latest.start_offset > header.base_offset:
-                    cache.assign(epoch, header.base_offset)
-        self.producer_state.apply(producer_append, self._log_end_offset)
+        if producer_append is not None:
+            self.producer_state.apply(producer_append, log_end_offset)
+        else:
+            self.producer_state.map_end_offset = log_end_offset
+        flush_up_to_offset = self._pending_roll_flush
+        if flush_up_to_offset is not None:
+            self._pending_roll_flush = None
+        if self._flush_every_batch or log_end_offset - self.recovery_point >= self._flush_messages:
+            flush_up_to_offset = log_end_offset
         return LogAppendInfo(
             first_offset,
             last_offset,
@@ -473,18 +493,9 @@ class Log:
             analysis.source_codec,
             target_codec,
             last_header.partition_leader_epoch,
-            flush_up_to_offset=self._flush_due_after_append(),
+            False,
+            flush_up_to_offset,
         )
-
-    def _flush_due_after_append(self) -> int | None:
-        due = self._pending_roll_flush
-        self._pending_roll_flush = None
-        if (
-            self.config.flush_policy is FlushPolicy.PER_BATCH
-            or self._log_end_offset - self.recovery_point >= self.config.flush_messages
-        ):
-            due = self._log_end_offset
-        return due
 
     # ------------------------------------------------------------------------------ rolling
 
@@ -533,12 +544,15 @@ class Log:
         if segment.base_offset not in self._segments:
             bisect.insort(self._bases, segment.base_offset)
         self._segments[segment.base_offset] = segment
+        self._active = self._segments[self._bases[-1]]
 
     def _remove_segments(self, segments: list[LogSegment], *, now_ms: int) -> None:
         """Take segments out of the log and rename their files to ``.deleted`` for later deletion."""
         for segment in segments:
             del self._segments[segment.base_offset]
             self._bases.remove(segment.base_offset)
+            if self._bases:
+                self._active = self._segments[self._bases[-1]]
             renamed = segment.rename_for_deletion()
             self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, renamed))
         if segments:
@@ -799,9 +813,15 @@ class Log:
 
     # ----------------------------------------------------------------------------- life cycle
 
-    def close(self) -> None:
-        """Write pending index entries and close every file (no fsync: call ``flush`` first)."""
-        self.active_segment.on_become_inactive()
+    def close(self, *, flush: bool = False, now_ms: int = 0) -> None:
+        """Write the final time index entry and pending index entries, optionally fsync everything
+        (clean shutdown), and close every file."""
+        active = self.active_segment
+        active.on_become_inactive()
+        if flush:
+            self.flush(now_ms=now_ms)
+            for path in active.file_paths():
+                self.fs.fsync_path(path)
         for segment in self._segments.values():
             segment.close()
 

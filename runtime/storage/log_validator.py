@@ -1,44 +1,59 @@
 """Checking appended bytes and, on the leader, assigning offsets (Kafka's ``Log.analyzeAndValidateRecords``
 and ``LogValidator.validateMessagesAndAssignOffsets``). Sans-I/O.
 
-``analyze`` (leader and follower): frame every batch, check magic, size against ``max.message.bytes``
-(``RecordTooLargeError``) and CRC (``CorruptRecordError``); client batches must have base offset 0.
-A trailing partial batch is trimmed, as Kafka does (``valid_bytes``).
+``analyze`` (leader and follower, the hot path): frame every batch, check magic, size against
+``max.message.bytes`` (``RecordTooLargeError``) and CRC (``CorruptRecordError``); client batches must
+have base offset 0. A trailing partial batch is trimmed, as Kafka does (``valid_bytes``). Only the
+61-byte headers are parsed; the one pass over the bytes is the CRC.
 
 ``assign_offsets`` (leader only), kafka-semantics.md §9.3:
 
 * every client batch: ``lastOffsetDelta + 1 == recordsCount > 0``, not a control batch, a producer id
   needs a base sequence >= 0, CreateTime (a client never claims LogAppendTime);
-* uncompressed, or compressed with the topic's codec (``compression.type`` = ``producer`` or the
-  same codec): **in place**. The records are walked, never re-encoded (uncompressed batches by
-  ``scan_uncompressed_records``, compressed ones decompressed to check inner offset deltas 0, 1, 2,
-  ...); baseOffset and partitionLeaderEpoch are rewritten, and maxTimestamp/attributes (then the CRC)
-  only when they change. Compressed in place needs exactly one batch.
+* uncompressed (source and target): **in place**. baseOffset and partitionLeaderEpoch are rewritten
+  (outside the CRC); maxTimestamp and the timestamp type, and then the CRC, only when they change
+  (LogAppendTime). Records are not decoded: with ``records.validation = batch`` (the default) the
+  producer's maxTimestamp stands; with ``full``, or when ``message.timestamp.difference.max.ms`` is
+  set, every record is walked without copying (lengths, offset deltas 0, 1, 2, ..., timestamps).
+* compressed with the topic's codec (``compression.type`` = ``producer`` or the same codec): **in
+  place** after decompressing to check inner offset deltas 0, 1, 2, ... and timestamps; needs exactly
+  one batch.
 * otherwise: **rebuild** one batch with the target codec, offsets from the log end offset, the first
-  batch's producer id/epoch/sequence, and re-check its size.
+  batch's producer id/epoch/sequence, and re-check its size against ``max.message.bytes``.
 * CreateTime bounds: ``|timestamp - now| <= message.timestamp.difference.max.ms`` for every record
   timestamp other than -1 (``InvalidTimestampError``); LogAppendTime stamps ``now`` as max timestamp.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import struct
+from typing import Final, NamedTuple
+
+import crc32c
 
 from runtime.storage.compression import CompressionType
-from runtime.storage.config import LONG_MAX, LogConfig
+from runtime.storage.config import LONG_MAX, LogConfig, RecordsValidation
 from runtime.storage.errors import (
+    CorruptRecordError,
     InvalidRecordError,
     InvalidTimestampError,
     RecordTooLargeError,
 )
 from runtime.storage.record_builder import RecordBatchBuilder, SimpleRecord
 from runtime.storage.records import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    TIMESTAMP_TYPE_MASK,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC_V2,
     NO_TIMESTAMP,
+    RECORD_BATCH_OVERHEAD,
     BatchHeader,
     Record,
     RecordBatch,
     TimestampType,
-    iterate_batches,
     read_header,
     scan_uncompressed_records,
     set_base_offset,
@@ -48,12 +63,18 @@ from runtime.storage.records import (
 
 __all__ = ["Analysis", "AssignedOffsets", "analyze", "assign_offsets"]
 
+_PREFIX: Final = struct.Struct(">qi")
+_INT64: Final = struct.Struct(">q")
+_INT32: Final = struct.Struct(">i")
+_MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 
-@dataclass(frozen=True, slots=True)
-class Analysis:
-    """What ``analyze`` found in the appended bytes (Kafka's ``LogAppendInfo`` before the append)."""
 
-    batches: list[RecordBatch]
+class Analysis(NamedTuple):
+    """What ``analyze`` found in the appended bytes (Kafka's ``LogAppendInfo`` before the append).
+    A NamedTuple, not a frozen dataclass: it is built on every append and tuples are cheaper."""
+
+    headers: list[BatchHeader]
+    positions: list[int]
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -62,61 +83,103 @@ class Analysis:
     valid_bytes: int
     offsets_monotonic: bool
     source_codec: CompressionType
+    has_producer_ids: bool
 
 
-def analyze(data: bytes | bytearray | memoryview, *, from_client: bool, max_message_bytes: int) -> Analysis:
-    batches: list[RecordBatch] = []
+def analyze(data: bytes | bytearray | memoryview, from_client: bool, max_message_bytes: int) -> Analysis:
+    """Frame and check every batch (hot path: header fields and one CRC per batch, nothing more)."""
+    headers: list[BatchHeader] = []
+    positions: list[int] = []
     first_offset = -1
     last_offset = -1
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
     record_count = 0
-    valid_bytes = 0
     monotonic = True
     source_codec = CompressionType.NONE
-    for batch in iterate_batches(data):
-        header = batch.header
-        if from_client and not batches and header.base_offset != 0:
-            raise InvalidRecordError(
-                f"the base offset of the record batch in a client append should be 0, but it is {header.base_offset}"
+    has_producer_ids = False
+    view = memoryview(data)
+    end = len(data)
+    position = 0
+    unpack_prefix = _PREFIX.unpack_from
+    unpack_header = HEADER_STRUCT.unpack_from
+    new_tuple = tuple.__new__
+    crc = crc32c.crc32c
+    while end - position >= LOG_OVERHEAD:
+        base_offset, batch_length = unpack_prefix(data, position)
+        size = batch_length + LOG_OVERHEAD
+        if batch_length < _MIN_BATCH_LENGTH:
+            raise CorruptRecordError(
+                f"record batch at byte {position} (base offset {base_offset}) declares length {batch_length}, "
+                f"below the minimum {_MIN_BATCH_LENGTH}"
             )
-        if header.size_in_bytes > max_message_bytes:
+        if position + size > end:
+            break  # A partial batch at the end is trimmed, as Kafka does.
+        header: BatchHeader = new_tuple(BatchHeader, unpack_header(data, position))
+        if header.magic != MAGIC_V2:
+            raise CorruptRecordError(
+                f"record batch at byte {position} (base offset {base_offset}) has magic {header.magic}; "
+                f"only magic {MAGIC_V2} is supported"
+            )
+        if from_client and not headers and base_offset != 0:
+            raise InvalidRecordError(
+                f"the base offset of the record batch in a client append should be 0, but it is {base_offset}"
+            )
+        if size > max_message_bytes:
             raise RecordTooLargeError(
-                f"the record batch at offset {header.base_offset} is {header.size_in_bytes} bytes, larger than "
+                f"the record batch at offset {base_offset} is {size} bytes, larger than "
                 f"max.message.bytes {max_message_bytes}"
             )
-        batch.ensure_valid()
+        computed = crc(view[position + ATTRIBUTES_OFFSET : position + size])
+        if computed != header.crc:
+            raise CorruptRecordError(
+                f"record batch at byte {position} (base offset {base_offset}) is corrupt: "
+                f"stored CRC 0x{header.crc:08x}, computed 0x{computed:08x}"
+            )
+        codec = header.attributes & COMPRESSION_MASK
+        if codec:
+            if codec > CompressionType.ZSTD:
+                raise CorruptRecordError(
+                    f"record batch at byte {position} (base offset {base_offset}) names unknown compression "
+                    f"codec id {codec}"
+                )
+            source_codec = CompressionType(codec)
+        batch_last_offset = base_offset + header.last_offset_delta
         if first_offset < 0:
-            first_offset = header.base_offset
-        if last_offset >= header.last_offset:
+            first_offset = base_offset
+        if last_offset >= batch_last_offset:
             monotonic = False
-        last_offset = header.last_offset
+        last_offset = batch_last_offset
         if header.max_timestamp > max_timestamp:
             max_timestamp = header.max_timestamp
-            offset_of_max_timestamp = last_offset
+            offset_of_max_timestamp = batch_last_offset
         record_count += header.records_count
-        valid_bytes += header.size_in_bytes
-        if header.compression != CompressionType.NONE:
-            source_codec = header.compression
-        batches.append(batch)
+        if header.producer_id >= 0:
+            has_producer_ids = True
+        headers.append(header)
+        positions.append(position)
+        position += size
     return Analysis(
-        batches,
+        headers,
+        positions,
         first_offset,
         last_offset,
         max_timestamp,
         offset_of_max_timestamp,
         record_count,
-        valid_bytes,
+        position,
         monotonic,
         source_codec,
+        has_producer_ids,
     )
 
 
-@dataclass(frozen=True, slots=True)
-class AssignedOffsets:
-    """The leader's validated bytes with offsets, epochs and timestamps stamped."""
+class AssignedOffsets(NamedTuple):
+    """The leader's validated bytes with offsets, epochs and timestamps stamped, as buffers to be
+    written back to back (``size`` bytes in all)."""
 
-    records: bytes | bytearray
+    parts: list[bytes | bytearray | memoryview]
+    size: int
     headers: list[BatchHeader]
     max_timestamp: int
     offset_of_max_timestamp: int
@@ -126,22 +189,30 @@ class AssignedOffsets:
 
 
 def _validate_batch(header: BatchHeader) -> None:
+    records_count = header.records_count
+    attributes = header.attributes
+    if (
+        records_count > 0
+        and records_count == header.last_offset_delta + 1
+        and not attributes & (CONTROL_MASK | TIMESTAMP_TYPE_MASK)
+        and (header.producer_id < 0 or header.base_sequence >= 0)
+    ):
+        return  # The common case, checked in one expression (this runs per produced batch).
     where = f"record batch (base offset {header.base_offset})"
     count_from_offsets = header.last_offset_delta + 1
     if count_from_offsets <= 0:
         raise InvalidRecordError(f"{where} has last offset delta {header.last_offset_delta}")
-    if header.records_count <= 0 or header.records_count != count_from_offsets:
+    if records_count <= 0 or records_count != count_from_offsets:
         raise InvalidRecordError(
-            f"{where} has {header.records_count} records but its offset delta implies {count_from_offsets}"
+            f"{where} has {records_count} records but its offset delta implies {count_from_offsets}"
         )
-    if header.is_control_batch:
+    if attributes & CONTROL_MASK:
         raise InvalidRecordError(f"{where}: clients are not allowed to write control records")
-    if header.has_producer_id and header.base_sequence < 0:
-        raise InvalidRecordError(
-            f"{where}: producer id {header.producer_id} with invalid base sequence {header.base_sequence}"
-        )
-    if header.timestamp_type == TimestampType.LOG_APPEND_TIME:
+    if attributes & TIMESTAMP_TYPE_MASK:
         raise InvalidTimestampError(f"{where}: a producer should not set the timestamp type to LogAppendTime")
+    raise InvalidRecordError(
+        f"{where}: producer id {header.producer_id} with invalid base sequence {header.base_sequence}"
+    )
 
 
 def _check_timestamp_bounds(min_timestamp: int, max_timestamp: int, config: LogConfig, now_ms: int) -> None:
@@ -166,12 +237,12 @@ def assign_offsets(
     wall_clock_ms: int,
 ) -> AssignedOffsets:
     """Validate client batches and stamp them with offsets from ``first_offset`` (see module doc)."""
-    for batch in analysis.batches:
-        _validate_batch(batch.header)
+    for header in analysis.headers:
+        _validate_batch(header)
     target_codec = config.compression_type.target_codec(analysis.source_codec)
     if analysis.source_codec == CompressionType.NONE and target_codec == CompressionType.NONE:
         return _in_place_uncompressed(analysis, data, first_offset, leader_epoch, config, wall_clock_ms)
-    return _compressed(analysis, first_offset, leader_epoch, config, wall_clock_ms, target_codec)
+    return _compressed(analysis, data, first_offset, leader_epoch, config, wall_clock_ms, target_codec)
 
 
 def _in_place_uncompressed(
@@ -182,44 +253,71 @@ def _in_place_uncompressed(
     config: LogConfig,
     now_ms: int,
 ) -> AssignedOffsets:
-    buffer = bytearray(data[: analysis.valid_bytes])
+    """Stamp each batch without copying it: a new 61-byte header is packed and the rest of the batch
+    is passed on as a view, to be written with one gathering write."""
+    view = memoryview(data)
     log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+    walk_records = config.records_validation is RecordsValidation.FULL or (
+        not log_append_time and config.message_timestamp_difference_max_ms != LONG_MAX
+    )
     next_offset = first_offset
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
     headers: list[BatchHeader] = []
-    for batch in analysis.batches:
-        header = batch.header
-        scan = scan_uncompressed_records(buffer, header, batch.position)
-        _check_timestamp_bounds(scan.min_timestamp, scan.max_timestamp, config, now_ms)
+    parts: list[bytes | bytearray | memoryview] = []
+    pack_header = HEADER_STRUCT.pack
+    new_tuple = tuple.__new__
+    crc = crc32c.crc32c
+    for header, position in zip(analysis.headers, analysis.positions, strict=True):
         base_offset = next_offset
         next_offset += header.records_count
-        set_base_offset(buffer, batch.position, base_offset)
-        set_partition_leader_epoch(buffer, batch.position, leader_epoch)
-        if log_append_time:
-            set_max_timestamp(buffer, batch.position, TimestampType.LOG_APPEND_TIME, now_ms)
+        if walk_records:
+            scan = scan_uncompressed_records(data, header, position)
+            _check_timestamp_bounds(scan.min_timestamp, scan.max_timestamp, config, now_ms)
+            batch_max_timestamp = scan.max_timestamp
+            offset_of_batch_max = base_offset + scan.offset_delta_of_max_timestamp
         else:
-            set_max_timestamp(buffer, batch.position, TimestampType.CREATE_TIME, scan.max_timestamp)
-            if scan.max_timestamp > max_timestamp:
-                max_timestamp = scan.max_timestamp
-                offset_of_max_timestamp = base_offset + scan.offset_delta_of_max_timestamp
-        headers.append(read_header(buffer, batch.position))
+            # Header-level validation: the producer's maxTimestamp stands (the CRC vouches for it).
+            batch_max_timestamp = header.max_timestamp
+            offset_of_batch_max = next_offset - 1
+        fields = list(header)
+        fields[0] = base_offset
+        fields[2] = leader_epoch
+        if log_append_time:
+            fields[5] = header.attributes | TIMESTAMP_TYPE_MASK
+            fields[8] = now_ms
+        else:
+            fields[8] = batch_max_timestamp
+            if batch_max_timestamp > max_timestamp:
+                max_timestamp = batch_max_timestamp
+                offset_of_max_timestamp = offset_of_batch_max
+        end = position + header.batch_length + LOG_OVERHEAD
+        body = view[position + RECORD_BATCH_OVERHEAD : end]
+        if fields[5] != header.attributes or fields[8] != header.max_timestamp:
+            # Attributes and maxTimestamp are covered by the CRC: recompute it, header part first.
+            packed = pack_header(*fields)
+            fields[4] = crc(body, crc(packed[ATTRIBUTES_OFFSET:]))
+        headers.append(new_tuple(BatchHeader, fields))
+        parts.append(pack_header(*fields))
+        parts.append(body)
     if log_append_time:
         max_timestamp = now_ms
         offset_of_max_timestamp = next_offset - 1
     return AssignedOffsets(
-        buffer,
+        parts,
+        analysis.valid_bytes,
         headers,
         max_timestamp,
         offset_of_max_timestamp,
         now_ms if log_append_time else NO_TIMESTAMP,
-        rebuilt=False,
-        target_codec=CompressionType.NONE,
+        False,
+        CompressionType.NONE,
     )
 
 
 def _compressed(
     analysis: Analysis,
+    data: bytes | bytearray | memoryview,
     first_offset: int,
     leader_epoch: int,
     config: LogConfig,
@@ -230,12 +328,12 @@ def _compressed(
     log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
     records: list[Record] = []
     max_timestamp = NO_TIMESTAMP
-    for batch in analysis.batches:
+    batches = [
+        RecordBatch(header, memoryview(data)[position : position + header.size_in_bytes], position)
+        for header, position in zip(analysis.headers, analysis.positions, strict=True)
+    ]
+    for batch in batches:
         batch_records = batch.records(check_offset_deltas=True)
-        if len(batch_records) != batch.header.records_count:
-            raise InvalidRecordError(
-                f"record batch (base offset {batch.header.base_offset}) record count mismatch"
-            )
         for record in batch_records:
             if record.timestamp > max_timestamp:
                 max_timestamp = record.timestamp
@@ -243,13 +341,13 @@ def _compressed(
         if timestamps:
             _check_timestamp_bounds(min(timestamps), max(timestamps), config, now_ms)
         records.extend(batch_records)
-    if in_place and len(analysis.batches) != 1:
+    if in_place and len(batches) != 1:
         raise InvalidRecordError(
-            f"a compressed append must hold exactly one record batch, this one holds {len(analysis.batches)}"
+            f"a compressed append must hold exactly one record batch, this one holds {len(batches)}"
         )
     last_offset = first_offset + len(records) - 1
     if in_place:
-        batch = analysis.batches[0]
+        batch = batches[0]
         buffer = bytearray(batch.data)
         set_base_offset(buffer, 0, last_offset - batch.header.last_offset_delta)
         set_partition_leader_epoch(buffer, 0, leader_epoch)
@@ -261,7 +359,8 @@ def _compressed(
             stamped,
         )
         return AssignedOffsets(
-            buffer,
+            [buffer],
+            len(buffer),
             [read_header(buffer, 0)],
             stamped,
             last_offset,
@@ -269,7 +368,7 @@ def _compressed(
             rebuilt=False,
             target_codec=target_codec,
         )
-    first = analysis.batches[0].header
+    first = analysis.headers[0]
     builder = RecordBatchBuilder(
         compression=target_codec,
         timestamp_type=TimestampType.LOG_APPEND_TIME if log_append_time else TimestampType.CREATE_TIME,
@@ -292,7 +391,8 @@ def _compressed(
         )
     header = read_header(rebuilt, 0)
     return AssignedOffsets(
-        rebuilt,
+        [rebuilt],
+        len(rebuilt),
         [header],
         header.max_timestamp,
         last_offset,

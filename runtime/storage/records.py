@@ -55,6 +55,7 @@ __all__ = [
     "RecordBatch",
     "RecordHeader",
     "TimestampType",
+    "complete_batches_extent",
     "compute_crc",
     "increment_sequence",
     "iterate_batches",
@@ -90,6 +91,7 @@ CONTROL_MASK: Final = 0x20
 
 HEADER_STRUCT: Final = struct.Struct(">qiibIhiqqqhii")
 _PREFIX: Final = struct.Struct(">qi")
+_OFFSETS_AND_LENGTH: Final = struct.Struct(">qi11xi")  # baseOffset, batchLength, lastOffsetDelta
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
 _UINT32: Final = struct.Struct(">I")
@@ -283,6 +285,23 @@ def iterate_batches(
         position += size
 
 
+def complete_batches_extent(data: bytes | bytearray | memoryview, position: int = 0) -> tuple[int, int]:
+    """``(bytes holding complete batches, next offset after the last of them)`` for a fetched buffer
+    that may end with a partial batch; next offset is -1 if there is no complete batch. Only the
+    12-byte prefixes and last offset deltas are read (a fetcher's next fetch offset)."""
+    end = len(data)
+    next_offset = -1
+    unpack = _OFFSETS_AND_LENGTH.unpack_from
+    while end - position >= RECORD_BATCH_OVERHEAD:
+        base_offset, batch_length, last_offset_delta = unpack(data, position)
+        size = batch_length + LOG_OVERHEAD
+        if batch_length < _MIN_BATCH_LENGTH or position + size > end:
+            break
+        next_offset = base_offset + last_offset_delta + 1
+        position += size
+    return position, next_offset
+
+
 def set_base_offset(buffer: bytearray, position: int, base_offset: int) -> None:
     """Rewrite a batch's baseOffset in place (outside the CRC)."""
     _INT64.pack_into(buffer, position + BASE_OFFSET_OFFSET, base_offset)
@@ -294,12 +313,23 @@ def set_partition_leader_epoch(buffer: bytearray, position: int, leader_epoch: i
 
 
 def set_max_timestamp(
-    buffer: bytearray, position: int, timestamp_type: TimestampType, max_timestamp: int
+    buffer: bytearray,
+    position: int,
+    timestamp_type: TimestampType,
+    max_timestamp: int,
+    header: BatchHeader | None = None,
 ) -> bool:
     """Set the timestamp type bit and maxTimestamp, recomputing the CRC only if either changed
-    (Kafka's ``DefaultRecordBatch.setMaxTimestamp``). Returns whether the batch changed."""
-    header = read_header(buffer, position)
-    if header.timestamp_type == timestamp_type and header.max_timestamp == max_timestamp:
+    (Kafka's ``DefaultRecordBatch.setMaxTimestamp``). ``header``, if given, must be the batch's
+    current header (saves parsing it again). Returns whether the batch changed."""
+    if header is None:
+        header = read_header(buffer, position)
+    current_type = (
+        TimestampType.LOG_APPEND_TIME
+        if header.attributes & TIMESTAMP_TYPE_MASK
+        else TimestampType.CREATE_TIME
+    )
+    if current_type == timestamp_type and header.max_timestamp == max_timestamp:
         return False
     attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
     if timestamp_type == TimestampType.LOG_APPEND_TIME:

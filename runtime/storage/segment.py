@@ -113,6 +113,9 @@ class LogSegment:
         self.last_modified_ms = 0
         # Max timestamp of the first append (Kafka's rollingBasedTimestamp); None = not known yet.
         self._rolling_based_timestamp: int | None = None
+        self._index_interval_bytes = config.index_interval_bytes
+        self._segment_bytes = config.segment_bytes
+        self._segment_ms = config.segment_ms
 
     # ------------------------------------------------------------------------- life cycle
 
@@ -263,30 +266,36 @@ class LogSegment:
         largest_offset: int,
         largest_timestamp: int,
         offset_of_max_timestamp: int,
-        records: bytes | bytearray | memoryview,
-        *,
+        parts: list[bytes | bytearray | memoryview],
+        size: int,
         wall_clock_ms: int = 0,
     ) -> None:
-        """Write already-validated batches; index them sparsely."""
-        size = len(records)
-        if size == 0:
+        """Write already-validated batches (``parts`` back to back, ``size`` bytes in all) and index
+        them sparsely (hot path: kept lean)."""
+        if not size:
             return
-        physical_position = self.log_file.size
+        log_file = self.log_file
+        physical_position = log_file.size
         if physical_position == 0:
             self._rolling_based_timestamp = largest_timestamp
-        if not self.can_convert_to_relative_offset(largest_offset):
+        relative = largest_offset - self.base_offset
+        if relative < 0 or relative > INT32_MAX:
             raise InvalidOffsetError(
                 f"offset {largest_offset} cannot be stored in segment {self.base_offset} (relative offset overflow)"
             )
-        self.log_file.write(records)
+        if len(parts) == 1:
+            log_file.write(parts[0])
+        else:
+            log_file.writev(parts)
         if largest_timestamp > self.max_timestamp_so_far:
             self.max_timestamp_so_far = largest_timestamp
             self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self.config.index_interval_bytes:
+        if self.bytes_since_last_index_entry > self._index_interval_bytes:
             self.offset_index.append(largest_offset, physical_position)
             self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
-            self.bytes_since_last_index_entry = 0
-        self.bytes_since_last_index_entry += size
+            self.bytes_since_last_index_entry = size
+        else:
+            self.bytes_since_last_index_entry += size
         if wall_clock_ms:
             self.last_modified_ms = wall_clock_ms
 
@@ -299,18 +308,28 @@ class LogSegment:
         return now_ms - self.created_ms
 
     def should_roll(
-        self, *, messages_size: int, max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int
+        self, messages_size: int, max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int
     ) -> bool:
-        reached_roll_ms = (
-            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
-            > self.config.segment_ms - self.roll_jitter_ms
-        )
+        """Kafka's ``LogSegment.shouldRoll`` (kafka-semantics.md §8.5); inlined, it runs per append."""
+        size = self.log_file.size
+        if size > self._segment_bytes - messages_size:
+            return True
+        if size > 0:
+            rolling_based = self._rolling_based_timestamp
+            if rolling_based is None:
+                rolling_based = self._load_first_batch_timestamp()
+            if rolling_based is not None and rolling_based >= 0:
+                waited = max_timestamp_in_messages - rolling_based
+            else:
+                waited = now_ms - self.created_ms
+            if waited > self._segment_ms - self.roll_jitter_ms:
+                return True
+        relative = max_offset_in_messages - self.base_offset
         return (
-            self.size > self.config.segment_bytes - messages_size
-            or (self.size > 0 and reached_roll_ms)
-            or self.offset_index.is_full
-            or self.time_index.is_full
-            or not self.can_convert_to_relative_offset(max_offset_in_messages)
+            len(self.offset_index) >= self.offset_index.max_entries
+            or len(self.time_index) >= self.time_index.max_entries
+            or relative < 0
+            or relative > INT32_MAX
         )
 
     def _load_first_batch_timestamp(self) -> int | None:

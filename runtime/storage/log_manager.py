@@ -1,0 +1,260 @@
+"""LogManager: the owner of one log dir (Kafka's ``LogManager`` plus the high watermark checkpoint).
+
+Layout of a log dir (kafka-semantics.md §8.1)::
+
+    <log.dir>/
+      <topic>-<partition>/                     one Log each (log.py)
+      replication-offset-checkpoint            high watermarks
+      recovery-point-offset-checkpoint         recovery points
+      log-start-offset-checkpoint              log start offsets above the first segment's base
+      .kafka_cleanshutdown                     present only after a clean shutdown
+
+Rules kept here:
+
+* ``open`` reads the three checkpoints, then opens every ``<topic>-<partition>`` directory with its
+  recovery point, log start offset and high watermark. With the clean-shutdown marker present the logs
+  skip recovery; the marker is then removed (and the removal made durable) so that a crash from here
+  on is treated as unclean. Directories ending ``-delete`` (a deletion interrupted by a crash) are
+  removed.
+* ``close`` is the clean shutdown: flush every log, write the three checkpoints, close the logs, and
+  only then write the marker (fsynced).
+* Checkpoints are written atomically (checkpoint.py). Each ``checkpoint_*`` method writes
+  synchronously; each ``*_checkpoint()`` method returns a ``CheckpointWrite`` whose ``run()`` can go to
+  a worker thread (``asyncio.to_thread``) because the bytes were captured on the caller's thread.
+* After ``truncate_to`` the recovery points are checkpointed, as Kafka's ``LogManager.truncateTo``
+  does, so a restart never trusts data above a truncation point.
+"""
+
+from __future__ import annotations
+
+import posixpath
+import random
+from collections.abc import Mapping
+from typing import Final
+
+from runtime.storage.checkpoint import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointWrite,
+    OffsetCheckpointFile,
+    TopicPartition,
+)
+from runtime.storage.config import LogConfig
+from runtime.storage.fs import FileSystem
+from runtime.storage.log import Log
+
+__all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager", "parse_partition_directory"]
+
+CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+DELETE_DIR_SUFFIX: Final = "-delete"
+FUTURE_DIR_SUFFIX: Final = "-future"
+
+
+def parse_partition_directory(name: str) -> TopicPartition | None:
+    """``my-topic-3`` -> ``TopicPartition("my-topic", 3)``; None for anything else."""
+    topic, separator, partition = name.rpartition("-")
+    if not separator or not topic or not partition.isdigit():
+        return None
+    return TopicPartition(topic, int(partition))
+
+
+class LogManager:
+    def __init__(
+        self,
+        fs: FileSystem,
+        log_dir: str,
+        default_config: LogConfig,
+        topic_configs: Mapping[str, LogConfig],
+        rng: random.Random,
+        *,
+        had_clean_shutdown: bool,
+    ) -> None:
+        """Use ``LogManager.open``."""
+        self.fs = fs
+        self.log_dir = log_dir
+        self.default_config = default_config
+        self.topic_configs = dict(topic_configs)
+        self.had_clean_shutdown = had_clean_shutdown
+        self._rng = rng
+        self._logs: dict[TopicPartition, Log] = {}
+        self._high_watermarks = OffsetCheckpointFile(
+            fs, posixpath.join(log_dir, REPLICATION_OFFSET_CHECKPOINT)
+        )
+        self._recovery_points = OffsetCheckpointFile(fs, posixpath.join(log_dir, RECOVERY_POINT_CHECKPOINT))
+        self._log_start_offsets = OffsetCheckpointFile(
+            fs, posixpath.join(log_dir, LOG_START_OFFSET_CHECKPOINT)
+        )
+
+    @classmethod
+    def open(
+        cls,
+        fs: FileSystem,
+        log_dir: str,
+        *,
+        now_ms: int,
+        rng: random.Random,
+        wall_clock_ms: int = 0,
+        default_config: LogConfig | None = None,
+        topic_configs: Mapping[str, LogConfig] | None = None,
+    ) -> LogManager:
+        """Load every partition of ``log_dir`` (creating the dir if needed)."""
+        fs.make_dirs(log_dir)
+        marker = posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE)
+        clean = fs.exists(marker)
+        manager = cls(
+            fs, log_dir, default_config or LogConfig(), topic_configs or {}, rng, had_clean_shutdown=clean
+        )
+        recovery_points = manager._recovery_points.read()
+        log_start_offsets = manager._log_start_offsets.read()
+        high_watermarks = manager._high_watermarks.read()
+        for name in fs.list_dir(log_dir):
+            path = posixpath.join(log_dir, name)
+            if not fs.is_dir(path):
+                continue
+            if name.endswith(DELETE_DIR_SUFFIX):
+                _delete_tree(fs, path)
+                continue
+            if name.endswith(FUTURE_DIR_SUFFIX):
+                continue  # Intra-broker moves are not supported; leave the directory alone.
+            topic_partition = parse_partition_directory(name)
+            if topic_partition is None:
+                continue
+            manager._logs[topic_partition] = Log.open(
+                fs,
+                path,
+                manager.config_for(topic_partition.topic),
+                now_ms=now_ms,
+                wall_clock_ms=wall_clock_ms,
+                rng=rng,
+                log_start_offset=log_start_offsets.get(topic_partition, 0),
+                recovery_point=recovery_points.get(topic_partition, 0),
+                high_watermark=high_watermarks.get(topic_partition, 0),
+                clean_shutdown=clean,
+            )
+        if clean:
+            fs.delete_file(marker)
+            fs.fsync_dir(log_dir)
+        return manager
+
+    def config_for(self, topic: str) -> LogConfig:
+        return self.topic_configs.get(topic, self.default_config)
+
+    # --------------------------------------------------------------------------------- logs
+
+    @property
+    def logs(self) -> dict[TopicPartition, Log]:
+        return dict(self._logs)
+
+    def get_log(self, topic_partition: TopicPartition) -> Log | None:
+        return self._logs.get(topic_partition)
+
+    def get_or_create_log(
+        self,
+        topic_partition: TopicPartition,
+        config: LogConfig | None = None,
+        *,
+        now_ms: int,
+        wall_clock_ms: int = 0,
+    ) -> Log:
+        """The partition's log, created empty (directory fsynced) if it does not exist yet."""
+        log = self._logs.get(topic_partition)
+        if log is not None:
+            return log
+        if config is not None:
+            self.topic_configs[topic_partition.topic] = config
+        log = Log.open(
+            self.fs,
+            posixpath.join(self.log_dir, str(topic_partition)),
+            self.config_for(topic_partition.topic),
+            now_ms=now_ms,
+            wall_clock_ms=wall_clock_ms,
+            rng=self._rng,
+        )
+        self.fs.fsync_dir(self.log_dir)
+        self._logs[topic_partition] = log
+        return log
+
+    def delete_log(self, topic_partition: TopicPartition) -> None:
+        """Close the log, rename its directory ``<name>.<id>-delete`` (durably) and remove it."""
+        log = self._logs.pop(topic_partition, None)
+        if log is None:
+            return
+        log.close()
+        doomed = posixpath.join(
+            self.log_dir, f"{topic_partition}.{self._rng.getrandbits(64):016x}{DELETE_DIR_SUFFIX}"
+        )
+        self.fs.rename(log.directory, doomed)
+        self.fs.fsync_dir(self.log_dir)
+        _delete_tree(self.fs, doomed)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+
+    def truncate_to(self, topic_partition: TopicPartition, target_offset: int, *, now_ms: int) -> bool:
+        """``Log.truncate_to`` then a recovery point checkpoint."""
+        log = self._logs[topic_partition]
+        truncated = log.truncate_to(target_offset, now_ms=now_ms)
+        if truncated:
+            self.checkpoint_recovery_points()
+        return truncated
+
+    def delete_old_segments(self, *, now_ms: int, wall_clock_ms: int) -> int:
+        """Retention over every log (Kafka's ``kafka-log-retention`` task) and expired ``.deleted`` files."""
+        deleted = 0
+        for log in self._logs.values():
+            deleted += log.delete_old_segments(now_ms=now_ms, wall_clock_ms=wall_clock_ms)
+            log.delete_expired_files(now_ms)
+        return deleted
+
+    # --------------------------------------------------------------------------- checkpoints
+
+    def high_watermark_checkpoint(self) -> CheckpointWrite:
+        return self._high_watermarks.prepare({tp: log.high_watermark for tp, log in self._logs.items()})
+
+    def recovery_point_checkpoint(self) -> CheckpointWrite:
+        return self._recovery_points.prepare({tp: log.recovery_point for tp, log in self._logs.items()})
+
+    def log_start_offset_checkpoint(self) -> CheckpointWrite:
+        return self._log_start_offsets.prepare(
+            {
+                tp: log.log_start_offset
+                for tp, log in self._logs.items()
+                if log.log_start_offset > log.segments[0].base_offset
+            }
+        )
+
+    def checkpoint_high_watermarks(self) -> None:
+        self.high_watermark_checkpoint().run()
+
+    def checkpoint_recovery_points(self) -> None:
+        self.recovery_point_checkpoint().run()
+
+    def checkpoint_log_start_offsets(self) -> None:
+        self.log_start_offset_checkpoint().run()
+
+    def read_high_watermark_checkpoint(self) -> dict[TopicPartition, int]:
+        return self._high_watermarks.read()
+
+    # ---------------------------------------------------------------------------- shutdown
+
+    def close(self, *, now_ms: int) -> None:
+        """Clean shutdown: flush and close every log, checkpoint, then write the marker."""
+        for log in self._logs.values():
+            log.close(flush=True, now_ms=now_ms)
+        self.checkpoint_recovery_points()
+        self.checkpoint_log_start_offsets()
+        self.checkpoint_high_watermarks()
+        self.fs.write_file(posixpath.join(self.log_dir, CLEAN_SHUTDOWN_FILE), b"", fsync=True)
+        self.fs.fsync_dir(self.log_dir)
+        self._logs.clear()
+
+
+def _delete_tree(fs: FileSystem, path: str) -> None:
+    for name in fs.list_dir(path):
+        child = posixpath.join(path, name)
+        if fs.is_dir(child):
+            _delete_tree(fs, child)
+        else:
+            fs.delete_file(child)
+    fs.delete_dir(path)
