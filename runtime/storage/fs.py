@@ -74,6 +74,10 @@ class FileSystem(Protocol):
         """Open ``path`` for reading and appending, creating an empty file if it does not exist."""
         ...
 
+    def open_read_only(self, path: str) -> FileHandle:
+        """Open an existing file for reading only (``FileNotFoundError`` if missing); writes raise."""
+        ...
+
     def read_file(self, path: str) -> bytes: ...
 
     def write_file(self, path: str, data: bytes, *, fsync: bool) -> None:
@@ -124,13 +128,14 @@ class _Inode:
 
 
 class _MemoryHandle:
-    __slots__ = ("_closed", "_fs", "_inode", "_path")
+    __slots__ = ("_closed", "_fs", "_inode", "_path", "_read_only")
 
-    def __init__(self, fs: MemoryFileSystem, path: str, inode: _Inode) -> None:
+    def __init__(self, fs: MemoryFileSystem, path: str, inode: _Inode, *, read_only: bool = False) -> None:
         self._fs = fs
         self._path = path
         self._inode = inode
         self._closed = False
+        self._read_only = read_only
 
     @property
     def path(self) -> str:
@@ -146,13 +151,18 @@ class _MemoryHandle:
         if self._fs.generation_of(self._inode) is None:
             raise OSError(f"{self._path}: handle invalidated by a simulated crash")
 
-    def write(self, data: bytes | bytearray | memoryview) -> None:
+    def _check_writable(self) -> None:
         self._check_open()
+        if self._read_only:
+            raise OSError(f"{self._path} is open read-only")
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self._check_writable()
         self._inode.data += data
         self._inode.modified_ms = self._fs.wall_clock_ms()
 
     def writev(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
-        self._check_open()
+        self._check_writable()
         data = self._inode.data
         for buffer in buffers:
             data += buffer
@@ -165,7 +175,7 @@ class _MemoryHandle:
         return bytes(self._inode.data[position : position + size])
 
     def truncate(self, size: int) -> None:
-        self._check_open()
+        self._check_writable()
         if size < len(self._inode.data):
             del self._inode.data[size:]
             self._inode.modified_ms = self._fs.wall_clock_ms()
@@ -238,6 +248,12 @@ class MemoryFileSystem:
                 inode = self._new_inode()
                 self._files[path] = inode
         return _MemoryHandle(self, path, inode)
+
+    def open_read_only(self, path: str) -> FileHandle:
+        path = self._norm(path)
+        if path in self._dirs:
+            raise IsADirectoryError(path)
+        return _MemoryHandle(self, path, self._inode(path), read_only=True)
 
     def read_file(self, path: str) -> bytes:
         return bytes(self._inode(path).data)

@@ -29,9 +29,11 @@ _IOV_MAX = 1024
 class _OsHandle:
     __slots__ = ("_fd", "_path", "_size")
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, *, read_only: bool = False) -> None:
         self._path = path
-        self._fd = os.open(path, _OPEN_FLAGS, 0o644)
+        self._fd = (
+            os.open(path, os.O_RDONLY | os.O_CLOEXEC) if read_only else os.open(path, _OPEN_FLAGS, 0o644)
+        )
         self._size = os.fstat(self._fd).st_size
 
     @property
@@ -105,6 +107,9 @@ class OsFileSystem:
 
     def open(self, path: str) -> FileHandle:
         return _OsHandle(path)
+
+    def open_read_only(self, path: str) -> FileHandle:
+        return _OsHandle(path, read_only=True)
 
     def read_file(self, path: str) -> bytes:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)

@@ -249,39 +249,36 @@ def read_header(data: bytes | bytearray | memoryview, position: int) -> BatchHea
 
 
 def iterate_batches(
-    data: bytes | bytearray | memoryview, position: int = 0, end: int | None = None
+    data: bytes | bytearray | memoryview, position: int = 0, end: int | None = None, *, file_position: int = 0
 ) -> Iterator[RecordBatch]:
     """Yield the complete batches in ``data[position:end]``, headers parsed, CRCs *not* checked.
 
     Stops quietly at a partial batch (fewer bytes left than the batch declares). Raises
     ``CorruptRecordError`` for a declared length below the 61-byte minimum or a magic other than 2,
-    because nothing after such a header can be framed.
+    because nothing after such a header can be framed. ``file_position`` is where ``data`` starts in
+    its file: batch positions and messages are reported relative to the file.
     """
     view = memoryview(data)
     limit = len(data) if end is None else end
     while limit - position >= LOG_OVERHEAD:
         base_offset, batch_length = _PREFIX.unpack_from(data, position)
+        where = f"record batch at byte {file_position + position} (base offset {base_offset})"
         if batch_length < _MIN_BATCH_LENGTH:
             raise CorruptRecordError(
-                f"record batch at byte {position} (base offset {base_offset}) declares length {batch_length}, "
-                f"below the minimum {_MIN_BATCH_LENGTH}"
+                f"{where} declares length {batch_length}, below the minimum {_MIN_BATCH_LENGTH}"
             )
         size = batch_length + LOG_OVERHEAD
         if position + size > limit:
             return
         magic = data[position + MAGIC_OFFSET]
         if magic != MAGIC_V2:
-            raise CorruptRecordError(
-                f"record batch at byte {position} (base offset {base_offset}) has magic {magic}; "
-                f"only magic {MAGIC_V2} is supported"
-            )
+            raise CorruptRecordError(f"{where} has magic {magic}; only magic {MAGIC_V2} is supported")
         header = BatchHeader._make(HEADER_STRUCT.unpack_from(data, position))
         if header.attributes & COMPRESSION_MASK > CompressionType.ZSTD:
             raise CorruptRecordError(
-                f"record batch at byte {position} (base offset {base_offset}) names unknown compression "
-                f"codec id {header.attributes & COMPRESSION_MASK}"
+                f"{where} names unknown compression codec id {header.attributes & COMPRESSION_MASK}"
             )
-        yield RecordBatch(header, view[position : position + size], position)
+        yield RecordBatch(header, view[position : position + size], file_position + position)
         position += size
 
 

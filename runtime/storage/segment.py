@@ -45,6 +45,7 @@ __all__ = [
     "TIME_INDEX_SUFFIX",
     "LogSegment",
     "SegmentPosition",
+    "read_file_batches",
     "segment_file_name",
 ]
 
@@ -407,22 +408,7 @@ class LogSegment:
 
     def batches(self, start_position: int = 0) -> Iterator[RecordBatch]:
         """Complete batches from ``start_position``, bytes included, read in large chunks."""
-        position = start_position
-        end = self.size
-        while position < end:
-            chunk = self.log_file.pread(max(_RECOVERY_CHUNK, LOG_OVERHEAD), position)
-            if len(chunk) >= LOG_OVERHEAD:
-                (_, batch_length) = _HEADER_PREFIX.unpack_from(chunk, 0)
-                if batch_length + LOG_OVERHEAD > len(chunk) and position + batch_length + LOG_OVERHEAD <= end:
-                    chunk = self.log_file.pread(batch_length + LOG_OVERHEAD, position)
-            consumed = 0
-            for batch in iterate_batches(chunk):
-                consumed = batch.position + batch.size_in_bytes
-                batch.position += position
-                yield batch
-            if consumed == 0:
-                return  # A partial batch at the end.
-            position += consumed
+        return read_file_batches(self.log_file, start_position)
 
     # --------------------------------------------------------------------- recovery, truncation
 
@@ -503,3 +489,24 @@ class LogSegment:
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
         return self.last_modified_ms
+
+
+def read_file_batches(handle: FileHandle, start_position: int = 0) -> Iterator[RecordBatch]:
+    """The complete batches of a ``.log`` file from ``start_position``, read in 1 MiB chunks (a batch
+    larger than a chunk is read whole). Stops at a partial batch; ``CorruptRecordError`` (with file
+    positions) for framing that cannot be followed. CRCs are not checked."""
+    position = start_position
+    end = handle.size
+    while position < end:
+        chunk = handle.pread(_RECOVERY_CHUNK, position)
+        if len(chunk) >= LOG_OVERHEAD:
+            (_, batch_length) = _HEADER_PREFIX.unpack_from(chunk, 0)
+            if batch_length + LOG_OVERHEAD > len(chunk) and position + batch_length + LOG_OVERHEAD <= end:
+                chunk = handle.pread(batch_length + LOG_OVERHEAD, position)
+        consumed = 0
+        for batch in iterate_batches(chunk, file_position=position):
+            consumed = batch.position - position + batch.size_in_bytes
+            yield batch
+        if consumed == 0:
+            return  # A partial batch at the end.
+        position += consumed
