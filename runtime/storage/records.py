@@ -360,6 +360,11 @@ def scan_uncompressed_records(
     cursor = start
     count = header.records_count
     for expected_delta in range(count):
+        if cursor >= end:
+            raise CorruptRecordError(
+                f"the batch at byte {position} (base offset {header.base_offset}) declares {count} records "
+                f"but holds only {expected_delta}"
+            )
         length, cursor = _varint(data, cursor, end)
         record_end = cursor + length
         if length <= 0 or record_end > end:
@@ -439,6 +444,8 @@ def decode_records(
     cursor = 0
     end = len(area)
     for index in range(count):
+        if cursor >= end:
+            raise CorruptRecordError(f"{where} declares {count} records but holds only {index}")
         length, cursor = _field(area, cursor, end, where)
         record_end = cursor + length
         if length <= 0 or record_end > end:
