@@ -203,8 +203,10 @@ class PartitionActor(Actor[PartitionMessage]):
         log_manager: LogManager,
         coordinator: Coordinator,
         broker: ActorRef,
+        initial_role: Callable[[], BecomeLeader | BecomeFollower | None] | None = None,
     ) -> None:
         self.tp = tp
+        self._initial_role = initial_role
         self.config = config
         self.log_manager = log_manager
         self.coordinator = coordinator
@@ -259,6 +261,14 @@ class PartitionActor(Actor[PartitionMessage]):
                 self._on_flush_done(ctx, message)
             case _:
                 assert_never(message)
+
+    def on_start(self, ctx: Context[PartitionMessage]) -> None:
+        # The broker's last word on our role (also after a supervisor restart, which loses it).
+        role = self._initial_role() if self._initial_role is not None else None
+        if isinstance(role, BecomeLeader):
+            self._on_become_leader(ctx, role)
+        elif isinstance(role, BecomeFollower):
+            self._on_become_follower(ctx, role)
 
     def on_stop(self, ctx: Context[PartitionMessage]) -> None:
         self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)

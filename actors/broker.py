@@ -1,0 +1,927 @@
+"""BrokerActor: a broker's front door and its replica manager.
+
+Theory of operation
+-------------------
+*Requests.* Kafka requests (Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch) name many
+partitions. The broker asks each partition actor for its part, gathers the answers and replies with
+one response (``broker_requests.py``). A partition not hosted here answers NOT_LEADER_OR_FOLLOWER if
+the metadata knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise. Metadata requests are answered from
+the metadata cache. A fetch that finds too little data is *parked*: the broker asks its partitions
+to notify it once (``NotifyOnChange``), re-reads them on ``PartitionChanged`` and answers when there
+is enough, when a follower's HW moved (KIP-392), or when ``max_wait_ms`` passes.
+
+*Controller requests.* LeaderAndIsr, UpdateMetadata and StopReplica carry the controller epoch: a
+lower one than the highest seen is answered STALE_CONTROLLER_EPOCH for the whole request; an older
+broker epoch than our registration's is STALE_BROKER_EPOCH. In LeaderAndIsr each partition is then
+fenced on its leader epoch (only a higher epoch is applied; an equal or lower one answers
+STALE_CONTROLLER_EPOCH for that partition, as Kafka 2.4 does). Leaders stop being fetched and become
+leader; followers whose leader is alive become followers and are handed to the replica fetcher of
+``(leader, fetcher id)``, created on demand; fetchers left with nothing are stopped.
+
+*Replica manager duties.* ``isr-expiration`` every ``replica.lag.time.max.ms / 2`` ticks the led
+partitions; successful leader ISR writes are recorded in ``isr_change_set`` and propagated by the
+``isr-change-propagation`` task every 2500 ms (``isr_propagation.py``); the high watermark checkpoint
+is written every ``replica.high.watermark.checkpoint.interval.ms`` once the first LeaderAndIsr has
+been handled; recovery points and log start offsets every 60 s; retention every 300 s. Checkpoint
+files are captured on the loop and written (fsync) in a worker thread.
+
+*Registration.* A ``BrokerRegistrationActor`` child keeps ``/brokers/ids/<id>`` registered across
+ZooKeeper sessions and reports the broker epoch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeAlias, assert_never
+
+from actors import zk_data
+from actors.broker_requests import (
+    PendingRequest,
+    assemble_fetch_response,
+    assemble_produce_response,
+    decide_fetch,
+)
+from actors.config import BrokerConfig, TopicPolicy
+from actors.errors import ErrorCode
+from actors.fetcher_id import fetcher_id
+from actors.isr_propagation import ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS, IsrChangePropagation
+from actors.metadata_cache import MetadataCache
+from actors.partition import PartitionActor
+from actors.partition_messages import (
+    AppendRecords,
+    BecomeFollower,
+    BecomeLeader,
+    FetchOffsetForTimestamp,
+    IsrChangeRecorded,
+    LastOffsetForLeaderEpoch,
+    MaybeShrinkIsr,
+    NotifyOnChange,
+    PartitionChanged,
+    PartitionReadResult,
+    ReadRecords,
+    StopReplica,
+)
+from actors.protocol import (
+    FetchPartitionResponse,
+    FetchRequest,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    OffsetForLeaderEpochResult,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    PartitionError,
+    ProducePartitionResponse,
+    ProduceRequest,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from actors.registration import (
+    BrokerRegistered,
+    BrokerRegistrationActor,
+    BrokerRegistrationFailed,
+    SessionLost,
+    SessionSuspended,
+)
+from actors.replica_fetcher import AddPartitions, RemovePartitions, ReplicaFetcherActor
+from actors.types import BrokerId, TopicPartition, broker_node, fetcher_name, partition_name
+from runtime.actor import Actor
+from runtime.context import Context
+from runtime.coordination.base import Coordinator, CreateResult
+from runtime.histogram import Histogram, HistogramSnapshot
+from runtime.ref import ActorRef
+from runtime.storage.config import LogConfig
+from runtime.storage.log_manager import LogManager
+from runtime.supervision import SupervisorStrategy
+from runtime.transport.addresses import AddressBook
+
+__all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
+
+BROKER_ACTOR_NAME = "broker"
+REGISTRATION_ACTOR_NAME = "broker-registration"
+# Kafka's LogManager starts its periodic tasks after this delay.
+_INITIAL_TASK_DELAY_MS = 30_000
+
+
+class BrokerState:
+    """Kafka's BrokerState numbers (the ``kafka_server_kafkaserver_brokerstate`` gauge)."""
+
+    NOT_RUNNING = 0
+    STARTING = 1
+    RUNNING = 3
+    PENDING_CONTROLLED_SHUTDOWN = 6
+    SHUTTING_DOWN = 7
+
+
+# ------------------------------------------------------------------------------ private messages
+
+
+@dataclass(frozen=True, slots=True)
+class _PartitionReply:
+    request_id: int
+    tp: TopicPartition
+    reply: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _FetchExpired:
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class _IsrExpirationTick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _PropagationTick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _PropagationDone:
+    error: Exception | None
+
+
+@dataclass(frozen=True, slots=True)
+class _CheckpointTick:
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class _CheckpointDone:
+    kind: str
+    error: Exception | None
+
+
+@dataclass(frozen=True, slots=True)
+class _RetentionTick:
+    pass
+
+
+BrokerMessage: TypeAlias = (
+    ProduceRequest
+    | FetchRequest
+    | ListOffsetsRequest
+    | OffsetsForLeaderEpochRequest
+    | MetadataRequest
+    | LeaderAndIsrRequest
+    | UpdateMetadataRequest
+    | StopReplicaRequest
+    | IsrChangeRecorded
+    | PartitionChanged
+    | BrokerRegistered
+    | SessionSuspended
+    | SessionLost
+    | BrokerRegistrationFailed
+    | _PartitionReply
+    | _FetchExpired
+    | _IsrExpirationTick
+    | _PropagationTick
+    | _PropagationDone
+    | _CheckpointTick
+    | _CheckpointDone
+    | _RetentionTick
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerStatistics:
+    broker_id: int
+    broker_state: int
+    broker_epoch: int
+    registered: bool
+    controller_epoch: int
+    controller_id: int
+    live_brokers: tuple[int, ...]
+    hosted_partitions: int
+    fetchers: int
+    parked_fetches: int
+    pending_requests: int
+    propagation_outcomes: dict[str, int]
+    pending_isr_changes: int
+    propagation_delay: HistogramSnapshot
+    request_durations: dict[str, HistogramSnapshot]
+    requests_total: dict[str, int]
+    request_errors_total: dict[tuple[str, str], int]
+    zookeeper_expires_total: int
+    zookeeper_disconnects_total: int
+
+
+@dataclass(slots=True)
+class _HostedPartition:
+    ref: ActorRef
+    leader_epoch: int
+    leader: BrokerId
+    fetcher: tuple[BrokerId, int] | None = None
+    # The last role applied: a restarted partition actor starts from it.
+    role: BecomeLeader | BecomeFollower | None = None
+
+
+class BrokerActor(Actor[BrokerMessage]):
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        log_manager: LogManager,
+        coordinator: Coordinator,
+        registration: zk_data.BrokerRegistration,
+        address_book: AddressBook,
+        topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self.coordinator = coordinator
+        self.registration = registration
+        self.address_book = address_book
+        self._topic_config = topic_config
+        self.metadata = MetadataCache()
+        self.partitions: dict[TopicPartition, _HostedPartition] = {}
+        self.fetchers: dict[tuple[BrokerId, int], set[TopicPartition]] = {}
+        self.pending: dict[int, PendingRequest] = {}
+        # Parked fetches by partition they watch.
+        self.watchers: dict[TopicPartition, set[int]] = {}
+        self.controller_epoch = 0
+        self.broker_epoch = -1
+        self.registered = False
+        self.state = BrokerState.STARTING
+        self.propagation: IsrChangePropagation | None = None
+        self.hw_checkpoint_started = False
+        self._request_ids = itertools.count(1)
+        self._checkpoints_in_flight: set[str] = set()
+        self.request_durations: dict[str, Histogram] = {}
+        self.requests_total: dict[str, int] = {}
+        self.request_errors_total: dict[tuple[str, str], int] = {}
+        self.zookeeper_expires_total = 0
+        self.zookeeper_disconnects_total = 0
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def on_start(self, ctx: Context[BrokerMessage]) -> None:
+        self.propagation = IsrChangePropagation(start_ms=ctx.now_ms)
+        ctx.spawn(
+            REGISTRATION_ACTOR_NAME,
+            lambda: BrokerRegistrationActor(
+                self.coordinator,
+                self.registration,
+                session_timeout_ms=self.config.zookeeper_session_timeout_ms,
+                subscriber=ctx.self_ref,
+            ),
+        )
+        ctx.start_periodic_timer(
+            "isr-expiration", _IsrExpirationTick(), self.config.isr_expiration_interval_ms, initial_delay_ms=0
+        )
+        ctx.start_periodic_timer(
+            "isr-change-propagation",
+            _PropagationTick(),
+            ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
+            initial_delay_ms=0,
+        )
+        ctx.start_periodic_timer(
+            "recovery-point-checkpoint",
+            _CheckpointTick("recovery-point"),
+            self.config.log_flush_offset_checkpoint_interval_ms,
+            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
+        )
+        ctx.start_periodic_timer(
+            "log-start-offset-checkpoint",
+            _CheckpointTick("log-start-offset"),
+            self.config.log_flush_start_offset_checkpoint_interval_ms,
+            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
+        )
+        ctx.start_periodic_timer(
+            "kafka-log-retention",
+            _RetentionTick(),
+            self.config.log_retention_check_interval_ms,
+            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
+        )
+        self.state = BrokerState.RUNNING
+
+    # -------------------------------------------------------------------------------- dispatch
+
+    def receive(self, ctx: Context[BrokerMessage], message: BrokerMessage) -> None:
+        match message:
+            case ProduceRequest():
+                self._on_produce(ctx, message)
+            case FetchRequest():
+                self._on_fetch(ctx, message)
+            case ListOffsetsRequest():
+                self._on_list_offsets(ctx, message)
+            case OffsetsForLeaderEpochRequest():
+                self._on_offsets_for_leader_epoch(ctx, message)
+            case MetadataRequest():
+                self._count_request(ctx, "Metadata", ctx.now_ns)
+                ctx.reply(self.metadata.response(message.topics))
+            case LeaderAndIsrRequest():
+                self._on_leader_and_isr(ctx, message)
+            case UpdateMetadataRequest():
+                self._on_update_metadata(ctx, message)
+            case StopReplicaRequest():
+                self._on_stop_replica(ctx, message)
+            case IsrChangeRecorded():
+                assert self.propagation is not None
+                self.propagation.record(message.tp, ctx.now_ms)
+            case PartitionChanged():
+                self._on_partition_changed(ctx, message)
+            case BrokerRegistered():
+                self._on_registered(ctx, message)
+            case SessionSuspended():
+                self.zookeeper_disconnects_total += 1
+            case SessionLost():
+                self._on_session_lost(ctx)
+            case BrokerRegistrationFailed():
+                ctx.log.error("broker registration failed: %s", message.reason)
+            case _PartitionReply():
+                self._on_partition_reply(ctx, message)
+            case _FetchExpired():
+                self._on_fetch_expired(ctx, message)
+            case _IsrExpirationTick():
+                self._on_isr_expiration_tick(ctx)
+            case _PropagationTick():
+                self._on_propagation_tick(ctx)
+            case _PropagationDone():
+                self._on_propagation_done(ctx, message)
+            case _CheckpointTick():
+                self._start_checkpoint(ctx, message.kind)
+            case _CheckpointDone():
+                self._on_checkpoint_done(ctx, message)
+            case _RetentionTick():
+                self.log_manager.delete_old_segments(now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
+            case _:
+                assert_never(message)
+
+    # ---------------------------------------------------------------------- request plumbing
+
+    def _count_request(self, ctx: Context[BrokerMessage], kind: str, started_ns: int) -> None:
+        self.requests_total[kind] = self.requests_total.get(kind, 0) + 1
+        histogram = self.request_durations.get(kind)
+        if histogram is None:
+            histogram = self.request_durations[kind] = Histogram()
+        histogram.observe((ctx.now_ns - started_ns) / 1e9)
+
+    def _count_error(self, kind: str, error: ErrorCode) -> None:
+        key = (kind, error.name)
+        self.request_errors_total[key] = self.request_errors_total.get(key, 0) + 1
+
+    def _partition_ref(self, tp: TopicPartition) -> ActorRef | None:
+        hosted = self.partitions.get(tp)
+        return hosted.ref if hosted is not None else None
+
+    def _missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
+        return (
+            ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if self.metadata.contains(tp)
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+
+    def _new_pending(self, ctx: Context[BrokerMessage], kind: str, request: object) -> PendingRequest:
+        pending = PendingRequest(next(self._request_ids), kind, request, ctx.requester, ctx.now_ns)
+        self.pending[pending.request_id] = pending
+        return pending
+
+    def _ask_partition(
+        self,
+        ctx: Context[BrokerMessage],
+        pending: PendingRequest,
+        tp: TopicPartition,
+        message: object,
+        timeout_ms: int,
+    ) -> None:
+        ref = self._partition_ref(tp)
+        assert ref is not None
+        pending.waiting.add(tp)
+        request_id = pending.request_id
+
+        def adapt(reply: object) -> _PartitionReply:
+            return _PartitionReply(request_id, tp, reply)
+
+        ctx.ask(ref, message, timeout_ms=timeout_ms, on_reply=adapt, on_failure=adapt)
+
+    def _on_partition_reply(self, ctx: Context[BrokerMessage], message: _PartitionReply) -> None:
+        pending = self.pending.get(message.request_id)
+        if pending is None or not pending.record(message.tp, message.reply):
+            return
+        request = pending.request
+        if isinstance(request, ProduceRequest):
+            self._finish_produce(ctx, pending)
+        elif isinstance(request, FetchRequest):
+            self._fetch_partitions_read(ctx, pending)
+        elif isinstance(request, ListOffsetsRequest):
+            self._finish_list_offsets(ctx, pending)
+        elif isinstance(request, OffsetsForLeaderEpochRequest):
+            self._finish_offsets_for_leader_epoch(ctx, pending)
+
+    def _reply(self, ctx: Context[BrokerMessage], pending: PendingRequest, response: object) -> None:
+        self.pending.pop(pending.request_id, None)
+        self._count_request(ctx, pending.kind, pending.started_ns)
+        if pending.requester is not None:
+            ctx.reply_to(pending.requester, response)
+
+    # --------------------------------------------------------------------------------- produce
+
+    def _on_produce(self, ctx: Context[BrokerMessage], request: ProduceRequest) -> None:
+        pending = self._new_pending(ctx, "Produce", request)
+        if request.acks not in (-1, 0, 1):
+            for data in request.partitions:
+                pending.results[data.tp] = ProducePartitionResponse(
+                    topic=data.topic,
+                    partition=data.partition,
+                    error_code=ErrorCode.INVALID_REQUIRED_ACKS,
+                    error_message=f"acks must be -1, 0 or 1, not {request.acks}",
+                )
+            self._finish_produce(ctx, pending)
+            return
+        # An ask per partition; the partition's own timeout answers REQUEST_TIMED_OUT, so ours only
+        # guards against a partition that vanished.
+        ask_timeout_ms = request.timeout_ms + self.config.request_timeout_ms
+        for data in request.partitions:
+            if self._partition_ref(data.tp) is None:
+                error = self._missing_partition_error(data.tp)
+                pending.results[data.tp] = ProducePartitionResponse(
+                    topic=data.topic, partition=data.partition, error_code=error,
+                    error_message=f"partition {data.tp} is not led by broker {self.broker_id}",
+                )  # fmt: skip
+                continue
+            self._ask_partition(
+                ctx,
+                pending,
+                data.tp,
+                AppendRecords(data.records, request.acks, request.timeout_ms),
+                ask_timeout_ms,
+            )
+        if not pending.waiting:
+            self._finish_produce(ctx, pending)
+
+    def _finish_produce(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, ProduceRequest)
+        response = assemble_produce_response(request, pending.results)
+        for partition in response.partitions:
+            if partition.error_code is not ErrorCode.NONE:
+                self._count_error("Produce", partition.error_code)
+        self._reply(ctx, pending, response)
+
+    # ----------------------------------------------------------------------------------- fetch
+
+    def _on_fetch(self, ctx: Context[BrokerMessage], request: FetchRequest) -> None:
+        kind = "FetchFollower" if request.is_from_follower else "FetchConsumer"
+        pending = self._new_pending(ctx, kind, request)
+        self._read_fetch_partitions(ctx, pending, update_follower_state=True)
+
+    def _read_fetch_partitions(
+        self, ctx: Context[BrokerMessage], pending: PendingRequest, *, update_follower_state: bool
+    ) -> None:
+        request = pending.request
+        assert isinstance(request, FetchRequest)
+        pending.results = {}
+        for wanted in request.partitions:
+            if self._partition_ref(wanted.tp) is None:
+                pending.results[wanted.tp] = _fetch_error(wanted.tp, self._missing_partition_error(wanted.tp))
+                continue
+            read = ReadRecords(
+                replica_id=request.replica_id,
+                fetch_offset=wanted.fetch_offset,
+                follower_log_start_offset=wanted.log_start_offset,
+                max_bytes=min(wanted.partition_max_bytes, request.max_bytes),
+                current_leader_epoch=wanted.current_leader_epoch,
+                # Every partition may return at least one batch; the response is trimmed to
+                # max_bytes afterwards (only the first partition with data keeps an oversized batch).
+                min_one_message=True,
+                update_follower_state=update_follower_state,
+            )
+            self._ask_partition(ctx, pending, wanted.tp, read, self.config.replica_socket_timeout_ms)
+        if not pending.waiting:
+            self._fetch_partitions_read(ctx, pending)
+
+    def _fetch_partitions_read(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, FetchRequest)
+        decision = decide_fetch(request, pending.results)
+        if decision.respond or pending.expired:
+            self._finish_fetch(ctx, pending)
+            return
+        # Park it: the partitions tell us at their next change; the timer bounds the wait.
+        if not pending.parked:
+            pending.parked = True
+            ctx.start_timer(
+                ("fetch", pending.request_id), _FetchExpired(pending.request_id), request.max_wait_ms
+            )
+        for wanted in request.partitions:
+            ref = self._partition_ref(wanted.tp)
+            if ref is not None:
+                self.watchers.setdefault(wanted.tp, set()).add(pending.request_id)
+                ctx.tell(ref, NotifyOnChange())
+
+    def _on_partition_changed(self, ctx: Context[BrokerMessage], message: PartitionChanged) -> None:
+        for request_id in self.watchers.pop(message.tp, set()):
+            pending = self.pending.get(request_id)
+            if pending is not None and pending.parked and not pending.waiting:
+                self._unwatch(pending)
+                self._read_fetch_partitions(ctx, pending, update_follower_state=False)
+
+    def _on_fetch_expired(self, ctx: Context[BrokerMessage], message: _FetchExpired) -> None:
+        pending = self.pending.get(message.request_id)
+        if pending is None:
+            return
+        pending.expired = True
+        if not pending.waiting:
+            self._unwatch(pending)
+            self._read_fetch_partitions(ctx, pending, update_follower_state=False)
+
+    def _unwatch(self, pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, FetchRequest)
+        for wanted in request.partitions:
+            watching = self.watchers.get(wanted.tp)
+            if watching is not None:
+                watching.discard(pending.request_id)
+                if not watching:
+                    del self.watchers[wanted.tp]
+
+    def _finish_fetch(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, FetchRequest)
+        if pending.parked:
+            ctx.cancel_timer(("fetch", pending.request_id))
+            self._unwatch(pending)
+        response = assemble_fetch_response(request, pending.results)
+        for partition in response.partitions:
+            if partition.error_code is not ErrorCode.NONE:
+                self._count_error(pending.kind, partition.error_code)
+        self._reply(ctx, pending, response)
+
+    # ------------------------------------------------------------------- epochs and offsets
+
+    def _on_offsets_for_leader_epoch(
+        self, ctx: Context[BrokerMessage], request: OffsetsForLeaderEpochRequest
+    ) -> None:
+        pending = self._new_pending(ctx, "OffsetsForLeaderEpoch", request)
+        for wanted in request.partitions:
+            if self._partition_ref(wanted.tp) is None:
+                pending.results[wanted.tp] = OffsetForLeaderEpochResult(
+                    topic=wanted.topic,
+                    partition=wanted.partition,
+                    error_code=self._missing_partition_error(wanted.tp),
+                )
+                continue
+            message = LastOffsetForLeaderEpoch(
+                request.replica_id, wanted.current_leader_epoch, wanted.leader_epoch
+            )
+            self._ask_partition(ctx, pending, wanted.tp, message, self.config.request_timeout_ms)
+        if not pending.waiting:
+            self._finish_offsets_for_leader_epoch(ctx, pending)
+
+    def _finish_offsets_for_leader_epoch(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, OffsetsForLeaderEpochRequest)
+        results: list[OffsetForLeaderEpochResult] = []
+        for wanted in request.partitions:
+            result = pending.results.get(wanted.tp)
+            if not isinstance(result, OffsetForLeaderEpochResult):
+                result = OffsetForLeaderEpochResult(
+                    topic=wanted.topic,
+                    partition=wanted.partition,
+                    error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                )
+            results.append(result)
+        self._reply(ctx, pending, OffsetsForLeaderEpochResponse(partitions=tuple(results)))
+
+    def _on_list_offsets(self, ctx: Context[BrokerMessage], request: ListOffsetsRequest) -> None:
+        pending = self._new_pending(ctx, "ListOffsets", request)
+        for wanted in request.partitions:
+            if self._partition_ref(wanted.tp) is None:
+                pending.results[wanted.tp] = ListOffsetsPartitionResponse(
+                    topic=wanted.topic,
+                    partition=wanted.partition,
+                    error_code=self._missing_partition_error(wanted.tp),
+                )
+                continue
+            message = FetchOffsetForTimestamp(
+                request.replica_id, wanted.timestamp, wanted.current_leader_epoch
+            )
+            self._ask_partition(ctx, pending, wanted.tp, message, self.config.request_timeout_ms)
+        if not pending.waiting:
+            self._finish_list_offsets(ctx, pending)
+
+    def _finish_list_offsets(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, ListOffsetsRequest)
+        results: list[ListOffsetsPartitionResponse] = []
+        for wanted in request.partitions:
+            result = pending.results.get(wanted.tp)
+            if not isinstance(result, ListOffsetsPartitionResponse):
+                result = ListOffsetsPartitionResponse(
+                    topic=wanted.topic,
+                    partition=wanted.partition,
+                    error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                )
+            results.append(result)
+        self._reply(ctx, pending, ListOffsetsResponse(partitions=tuple(results)))
+
+    # -------------------------------------------------------------------- controller requests
+
+    def _check_controller_epoch(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if broker_epoch != -1 and self.broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        return ErrorCode.NONE
+
+    def _on_leader_and_isr(self, ctx: Context[BrokerMessage], request: LeaderAndIsrRequest) -> None:
+        started = ctx.now_ns
+        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
+        if error is not ErrorCode.NONE:
+            ctx.log.warning(
+                "ignoring LeaderAndIsr from controller %d with epoch %d (latest known %d): %s",
+                request.controller_id, request.controller_epoch, self.controller_epoch, error.name,
+            )  # fmt: skip
+            self._count_error("LeaderAndIsr", error)
+            ctx.reply(LeaderAndIsrResponse(error_code=error))
+            self._count_request(ctx, "LeaderAndIsr", started)
+            return
+        self.controller_epoch = request.controller_epoch
+        for endpoint in request.live_leaders:
+            self.metadata.add_live_broker(endpoint)
+            self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
+        errors = [
+            PartitionError(
+                topic=state.topic,
+                partition=state.partition,
+                error_code=self._apply_partition_state(ctx, state),
+            )
+            for state in request.partition_states
+        ]
+        self._stop_idle_fetchers(ctx)
+        if not self.hw_checkpoint_started:
+            self.hw_checkpoint_started = True
+            ctx.start_periodic_timer(
+                "highwatermark-checkpoint",
+                _CheckpointTick("high-watermark"),
+                self.config.replica_high_watermark_checkpoint_interval_ms,
+            )
+        ctx.reply(LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
+        self._count_request(ctx, "LeaderAndIsr", started)
+
+    def _apply_partition_state(
+        self, ctx: Context[BrokerMessage], state: LeaderAndIsrPartitionState
+    ) -> ErrorCode:
+        tp = state.tp
+        hosted = self.partitions.get(tp)
+        local_epoch = hosted.leader_epoch if hosted is not None else -1
+        if state.leader_epoch <= local_epoch:
+            ctx.log.info(
+                "%s: ignoring LeaderAndIsr with leader epoch %d (local %d)",
+                tp,
+                state.leader_epoch,
+                local_epoch,
+            )
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if self.broker_id not in state.replicas:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        policy, log_config = self._topic_settings(tp.topic)
+        if state.leader == self.broker_id:
+            hosted = self._host(ctx, tp, state, BecomeLeader(state, policy, log_config))
+            self._remove_from_fetcher(ctx, tp, hosted)
+            return ErrorCode.NONE
+        if not self.metadata.is_alive(state.leader):
+            # Kafka's makeFollowers: a follower of a dead leader is not made follower yet; a later
+            # LeaderAndIsr (with a live leader) will.
+            ctx.log.info("%s: leader %d is not alive; not becoming its follower", tp, state.leader)
+            return ErrorCode.NONE
+        hosted = self._host(ctx, tp, state, BecomeFollower(state, policy, log_config))
+        self._remove_from_fetcher(ctx, tp, hosted)
+        self._add_to_fetcher(ctx, tp, hosted, state.leader, state.leader_epoch)
+        return ErrorCode.NONE
+
+    def _host(
+        self,
+        ctx: Context[BrokerMessage],
+        tp: TopicPartition,
+        state: LeaderAndIsrPartitionState,
+        role: BecomeLeader | BecomeFollower,
+    ) -> _HostedPartition:
+        """Record the partition's new role and hand it over: a new (or restarted) partition actor
+        reads it at start; a running one is told."""
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            broker = ctx.self_ref
+
+            def initial_role() -> BecomeLeader | BecomeFollower | None:
+                current = self.partitions.get(tp)
+                return current.role if current is not None else None
+
+            ref = ctx.spawn(
+                partition_name(tp),
+                lambda: PartitionActor(
+                    tp=tp,
+                    config=self.config,
+                    log_manager=self.log_manager,
+                    coordinator=self.coordinator,
+                    broker=broker,
+                    initial_role=initial_role,
+                ),
+                supervision=SupervisorStrategy.restart(),
+            )
+            hosted = _HostedPartition(ref, state.leader_epoch, state.leader, role=role)
+            self.partitions[tp] = hosted
+        else:
+            hosted.role = role
+            ctx.tell(hosted.ref, role)
+        hosted.leader_epoch = state.leader_epoch
+        hosted.leader = state.leader
+        return hosted
+
+    def _topic_settings(self, topic: str) -> tuple[TopicPolicy, LogConfig]:
+        if self._topic_config is not None:
+            return self._topic_config(topic)
+        return self.config.topic_policy(), self.log_manager.config_for(topic)
+
+    def _add_to_fetcher(
+        self,
+        ctx: Context[BrokerMessage],
+        tp: TopicPartition,
+        hosted: _HostedPartition,
+        leader: BrokerId,
+        epoch: int,
+    ) -> None:
+        key = (leader, fetcher_id(tp.topic, tp.partition, self.config.num_replica_fetchers))
+        members = self.fetchers.get(key)
+        name = fetcher_name(key[1], leader)
+        if members is None:
+            members = self.fetchers[key] = set()
+            ctx.spawn(
+                name,
+                lambda: ReplicaFetcherActor(fetcher_id=key[1], source_broker_id=leader, config=self.config),
+                supervision=SupervisorStrategy.restart(),
+            )
+        members.add(tp)
+        hosted.fetcher = key
+        ctx.tell(ctx.self_ref.sibling(name), AddPartitions(((tp, epoch),)))
+
+    def _remove_from_fetcher(
+        self, ctx: Context[BrokerMessage], tp: TopicPartition, hosted: _HostedPartition
+    ) -> None:
+        key = hosted.fetcher
+        if key is None:
+            return
+        hosted.fetcher = None
+        members = self.fetchers.get(key)
+        if members is not None:
+            members.discard(tp)
+        ctx.tell(ctx.self_ref.sibling(fetcher_name(key[1], key[0])), RemovePartitions((tp,)))
+
+    def _stop_idle_fetchers(self, ctx: Context[BrokerMessage]) -> None:
+        for key in [k for k, members in self.fetchers.items() if not members]:
+            del self.fetchers[key]
+            ctx.stop(ctx.self_ref.sibling(fetcher_name(key[1], key[0])))
+
+    def _on_update_metadata(self, ctx: Context[BrokerMessage], request: UpdateMetadataRequest) -> None:
+        started = ctx.now_ns
+        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
+        if error is not ErrorCode.NONE:
+            self._count_error("UpdateMetadata", error)
+            ctx.reply(UpdateMetadataResponse(error_code=error))
+            self._count_request(ctx, "UpdateMetadata", started)
+            return
+        self.controller_epoch = request.controller_epoch
+        self.metadata.update(request)
+        for endpoint in request.live_brokers:
+            self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
+        ctx.reply(UpdateMetadataResponse(error_code=ErrorCode.NONE))
+        self._count_request(ctx, "UpdateMetadata", started)
+
+    def _on_stop_replica(self, ctx: Context[BrokerMessage], request: StopReplicaRequest) -> None:
+        started = ctx.now_ns
+        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
+        if error is not ErrorCode.NONE:
+            self._count_error("StopReplica", error)
+            ctx.reply(StopReplicaResponse(error_code=error))
+            self._count_request(ctx, "StopReplica", started)
+            return
+        self.controller_epoch = request.controller_epoch
+        for tp in request.partitions:
+            hosted = self.partitions.pop(tp, None)
+            if hosted is None:
+                if request.delete_partitions:
+                    self.log_manager.delete_log(tp)
+                continue
+            self._remove_from_fetcher(ctx, tp, hosted)
+            ctx.tell(hosted.ref, StopReplica(request.delete_partitions))
+        self._stop_idle_fetchers(ctx)
+        ctx.reply(
+            StopReplicaResponse(
+                error_code=ErrorCode.NONE,
+                partitions=tuple(
+                    PartitionError(topic=tp.topic, partition=tp.partition, error_code=ErrorCode.NONE)
+                    for tp in request.partitions
+                ),
+            )
+        )
+        self._count_request(ctx, "StopReplica", started)
+
+    # --------------------------------------------------------------------------- registration
+
+    def _on_registered(self, ctx: Context[BrokerMessage], message: BrokerRegistered) -> None:
+        self.registered = True
+        self.broker_epoch = message.broker_epoch
+        ctx.log.info(
+            "registered in ZooKeeper as broker %d (broker epoch %d)", message.broker_id, message.broker_epoch
+        )
+
+    def _on_session_lost(self, ctx: Context[BrokerMessage]) -> None:
+        self.registered = False
+        self.zookeeper_expires_total += 1
+        ctx.log.warning("ZooKeeper session expired; the registration will be re-created")
+
+    # ---------------------------------------------------------------------- replica manager
+
+    def _on_isr_expiration_tick(self, ctx: Context[BrokerMessage]) -> None:
+        for hosted in self.partitions.values():
+            if hosted.leader == self.broker_id:
+                ctx.tell(hosted.ref, MaybeShrinkIsr())
+
+    def _on_propagation_tick(self, ctx: Context[BrokerMessage]) -> None:
+        propagation = self.propagation
+        assert propagation is not None
+        check = propagation.check(ctx.now_ms)
+        if not check.partitions:
+            return
+        data = zk_data.encode_isr_change_notification(
+            zk_data.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in check.partitions
+        )
+        coordinator = self.coordinator
+
+        async def write() -> CreateResult:
+            return await coordinator.create(zk_data.isr_change_notification_path(), data, sequential=True)
+
+        ctx.pipe_to_self(write, lambda _: _PropagationDone(None), lambda error: _PropagationDone(error))
+
+    def _on_propagation_done(self, ctx: Context[BrokerMessage], message: _PropagationDone) -> None:
+        propagation = self.propagation
+        assert propagation is not None
+        if message.error is None:
+            propagation.propagated(ctx.now_ms)
+        else:
+            ctx.log.warning("could not write an ISR change notification: %r", message.error)
+            propagation.failed()
+
+    def _start_checkpoint(self, ctx: Context[BrokerMessage], kind: str) -> None:
+        if kind in self._checkpoints_in_flight:
+            return
+        if kind == "high-watermark":
+            job = self.log_manager.high_watermark_checkpoint()
+        elif kind == "recovery-point":
+            job = self.log_manager.recovery_point_checkpoint()
+        else:
+            job = self.log_manager.log_start_offset_checkpoint()
+        self._checkpoints_in_flight.add(kind)
+        ctx.pipe_blocking_to_self(
+            job.run, lambda _: _CheckpointDone(kind, None), lambda e: _CheckpointDone(kind, e)
+        )
+
+    def _on_checkpoint_done(self, ctx: Context[BrokerMessage], message: _CheckpointDone) -> None:
+        self._checkpoints_in_flight.discard(message.kind)
+        if message.error is not None:
+            # Kafka marks the log dir offline; we crash and let supervision restart the broker actor.
+            raise message.error
+
+    # ------------------------------------------------------------------------------ statistics
+
+    def statistics(self) -> BrokerStatistics:
+        propagation = self.propagation
+        return BrokerStatistics(
+            broker_id=self.broker_id,
+            broker_state=self.state,
+            broker_epoch=self.broker_epoch,
+            registered=self.registered,
+            controller_epoch=self.controller_epoch,
+            controller_id=self.metadata.controller_id,
+            live_brokers=tuple(sorted(self.metadata.live_brokers)),
+            hosted_partitions=len(self.partitions),
+            fetchers=len(self.fetchers),
+            parked_fetches=sum(1 for p in self.pending.values() if p.parked),
+            pending_requests=len(self.pending),
+            propagation_outcomes={o.value: n for o, n in propagation.outcomes.items()} if propagation else {},
+            pending_isr_changes=propagation.pending if propagation else 0,
+            propagation_delay=propagation.delay_seconds.snapshot() if propagation else Histogram().snapshot(),
+            request_durations={kind: h.snapshot() for kind, h in self.request_durations.items()},
+            requests_total=dict(self.requests_total),
+            request_errors_total=dict(self.request_errors_total),
+            zookeeper_expires_total=self.zookeeper_expires_total,
+            zookeeper_disconnects_total=self.zookeeper_disconnects_total,
+        )
+
+
+def _fetch_error(tp: TopicPartition, error: ErrorCode) -> PartitionReadResult:
+    return PartitionReadResult(
+        FetchPartitionResponse(topic=tp.topic, partition=tp.partition, error_code=error)
+    )
