@@ -15,8 +15,10 @@ Where the pieces come from:
 Rules kept here:
 
 * A missing piece is a ``ZooKeeperNotInstalledError`` naming it and saying how to get it.
-* Readiness is ``ruok`` -> ``imok`` plus a ``srvr`` that reports a version (aiozk's connection
-  handshake needs exactly that; an early connection would put aiozk into a 4 s back-off).
+* A taken port is refused before starting. Readiness is ``ruok`` -> ``imok``, a ``conf`` naming
+  OUR data directory (so another server on the port never passes for ours) and a ``srvr`` that
+  reports a version (aiozk's handshake needs exactly that; an early connection would put aiozk
+  into a 4 s back-off).
   Waiting for an external process is the one place a bounded retry loop is acceptable: each
   attempt is an I/O call with its own timeout, and the pause between attempts is spent waiting
   for the child process to exit (so a server that dies is noticed at once), never a sleep.
@@ -68,7 +70,9 @@ class ZooKeeperInstallation:
     classpath: tuple[Path, ...]
 
 
-def find_installation(environ: Mapping[str, str] | None = None) -> ZooKeeperInstallation:
+def find_installation(
+    environ: Mapping[str, str] | None = None, *, debian_java_dir: Path = _DEBIAN_JAVA_DIR
+) -> ZooKeeperInstallation:
     """Locate java and the ZooKeeper jars, or raise ``ZooKeeperNotInstalledError``."""
     env = os.environ if environ is None else environ
     java_home = env.get("JAVA_HOME")
@@ -92,14 +96,14 @@ def find_installation(environ: Mapping[str, str] | None = None) -> ZooKeeperInst
                 "unpacked ZooKeeper release, or unset it and install the `zookeeper` package"
             )
         return ZooKeeperInstallation(java=java, classpath=tuple(jars))
-    jar = _DEBIAN_JAVA_DIR / "zookeeper.jar"
+    jar = debian_java_dir / "zookeeper.jar"
     if not jar.is_file():
         raise ZooKeeperNotInstalledError(
             f"ZooKeeper jar not found ({jar}): install the `zookeeper` package "
             "(Debian: `apt-get install zookeeper`) or set ZOOKEEPER_HOME"
         )
     # The Debian jar's manifest Class-Path names its dependencies; add a logging binding.
-    binding = _DEBIAN_JAVA_DIR / "slf4j-simple.jar"
+    binding = debian_java_dir / "slf4j-simple.jar"
     classpath = (jar, binding) if binding.is_file() else (jar,)
     return ZooKeeperInstallation(java=java, classpath=classpath)
 
@@ -109,6 +113,17 @@ def _free_port(host: str) -> int:
         probe.bind((host, 0))
         port: int = probe.getsockname()[1]
         return port
+
+
+def _port_is_free(host: str, port: int) -> bool:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        # SO_REUSEADDR as the server sets it: a restart must not trip over TIME_WAIT.
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return False
+        return True
 
 
 class LocalZooKeeper:
@@ -184,6 +199,10 @@ class LocalZooKeeper:
         installation = self._installation or find_installation()
         if self._port is None:
             self._port = _free_port(self.host)
+        elif not _port_is_free(self.host, self._port):
+            raise ZooKeeperStartError(
+                f"cannot start ZooKeeper on {self.host}:{self._port}: the port is already in use"
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         config = {
             "tickTime": str(self.tick_time_ms),
@@ -247,11 +266,14 @@ class LocalZooKeeper:
             raise
 
     async def _serves_async(self) -> bool:
-        return await self._four_letter_word_async(b"ruok") == b"imok" and (
-            await self._four_letter_word_async(b"srvr")
-        ).startswith(b"Zookeeper version:")
+        return (
+            await self.four_letter_word(b"ruok") == b"imok"
+            and self._is_ours(await self.four_letter_word(b"conf"))
+            and (await self.four_letter_word(b"srvr")).startswith(b"Zookeeper version:")
+        )
 
-    async def _four_letter_word_async(self, word: bytes) -> bytes:
+    async def four_letter_word(self, word: bytes) -> bytes:
+        """Send a four-letter command (``ruok``, ``srvr``, ``mntr``...); b"" if unreachable."""
         try:
             async with asyncio.timeout(1.0):
                 reader, writer = await asyncio.open_connection(self.host, self.port)
@@ -316,11 +338,19 @@ class LocalZooKeeper:
             raise
 
     def _serves_sync(self) -> bool:
-        return self._four_letter_word_sync(b"ruok") == b"imok" and self._four_letter_word_sync(
-            b"srvr"
-        ).startswith(b"Zookeeper version:")
+        return (
+            self.four_letter_word_sync(b"ruok") == b"imok"
+            and self._is_ours(self.four_letter_word_sync(b"conf"))
+            and self.four_letter_word_sync(b"srvr").startswith(b"Zookeeper version:")
+        )
 
-    def _four_letter_word_sync(self, word: bytes) -> bytes:
+    def _is_ours(self, conf: bytes) -> bool:
+        """``conf`` names the server's data directory: tells our server from another on the port."""
+        ours = f"dataDir={(self.data_dir / 'data').resolve()}".encode()
+        return any(line.startswith(ours) for line in conf.splitlines())
+
+    def four_letter_word_sync(self, word: bytes) -> bytes:
+        """Send a four-letter command (``ruok``, ``srvr``, ``mntr``...); b"" if unreachable."""
         try:
             with socket.create_connection((self.host, self.port), timeout=1.0) as connection:
                 connection.sendall(word)
