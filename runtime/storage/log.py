@@ -831,6 +831,8 @@ class Log:
             segment.close()
         self._segments.clear()
         self._bases.clear()
+        self.leader_epoch_cache = LeaderEpochCache(lambda: self._log_end_offset, entries=())
+        self.producer_state.truncate_fully()
         for name in self.fs.list_dir(self.directory):
             self.fs.delete_file(posixpath.join(self.directory, name))
         self.fs.delete_dir(self.directory)

@@ -6,7 +6,8 @@ Steps, in order:
 1. Leftovers are removed: ``*.tmp`` files, ``*.deleted`` files (their deletion was pending when the
    process stopped) and index files without a ``.log``.
 2. Every ``%020d.log`` becomes a segment. Its indexes are loaded and sanity-checked; a missing or
-   failing index makes that segment be recovered at once (rebuilt from its batches).
+   failing index makes that segment be recovered at once (rebuilt from its batches). If that cuts
+   bytes off the segment, the later segments are deleted (the log must stay a contiguous prefix).
 3. Without a clean shutdown, every segment that may hold offsets at or above the recovery point is
    recovered in order: batches validated (framing, CRC, offsets), indexes rebuilt, leader epochs
    newer than the cache's latest re-assigned. At the first segment that had to be truncated, every
@@ -31,7 +32,14 @@ from runtime.storage.errors import CorruptIndexError, CorruptRecordError, Invali
 from runtime.storage.fs import FileSystem
 from runtime.storage.leader_epoch import LeaderEpochCache
 from runtime.storage.records import BatchHeader
-from runtime.storage.segment import DELETED_SUFFIX, LOG_SUFFIX, LogSegment
+from runtime.storage.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    segment_file_name,
+)
 
 __all__ = ["LoadedSegments", "load_segments"]
 
@@ -81,19 +89,27 @@ def load_segments(
 
     segments: list[LogSegment] = []
     recovered = 0
-    for base_offset in log_bases:
+    truncated_bytes = 0
+    for position, base_offset in enumerate(log_bases):
         segment = LogSegment.open_existing(
             fs, directory, base_offset, config, now_ms=now_ms, roll_jitter_ms=roll_jitter_ms()
         )
+        segments.append(segment)
         try:
             segment.load_indexes()
         except (FileNotFoundError, CorruptIndexError, InvalidOffsetError, CorruptRecordError):
-            _recover(segment, on_recovered_batch)
+            truncated_bytes = _recover(segment, on_recovered_batch)
             recovered += 1
-        segments.append(segment)
+            if truncated_bytes > 0:
+                # A torn segment ends the log: what follows it cannot be trusted to be contiguous.
+                for later in log_bases[position + 1 :]:
+                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                        path = posixpath.join(directory, segment_file_name(later, suffix))
+                        if fs.exists(path):
+                            fs.delete_file(path)
+                break
 
-    truncated_bytes = 0
-    if not clean_shutdown:
+    if not clean_shutdown and truncated_bytes == 0:
         for position, segment in enumerate(segments):
             following = segments[position + 1] if position + 1 < len(segments) else None
             if following is not None and following.base_offset <= recovery_point:
