@@ -34,7 +34,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from runtime.clock import Clock, TimerHandle
 from runtime.coordination.base import (
     ANY_VERSION,
     CheckOp,
@@ -65,9 +64,23 @@ from runtime.coordination.errors import (
     NotEmptyError,
 )
 
-__all__ = ["MemoryZooKeeper", "SessionClient"]
+__all__ = ["MemoryZooKeeper", "SessionClient", "TimerScheduler"]
 
 _FIRST_SESSION_ID = 0x0100_0000_0000_0000  # shaped like a standalone server's ids (server id 1)
+
+
+class _Cancellable(Protocol):
+    def cancel(self) -> None: ...
+
+
+class TimerScheduler(Protocol):
+    """What the server needs of a ``runtime.clock.Clock`` (ManualClock and LoopClock fit).
+
+    Structural on purpose: importing ``runtime.clock`` would pull asyncio into everything that
+    imports ``runtime.coordination``, actors included (import-linter forbids that).
+    """
+
+    def call_later(self, delay_ms: int, callback: Callable[[], None]) -> _Cancellable: ...
 
 
 class SessionClient(Protocol):
@@ -108,7 +121,7 @@ class _Session:
     connected: bool = True
     ephemerals: set[str] = field(default_factory=set)
     pending: list[tuple[WatchCallback, WatchEvent]] = field(default_factory=list)
-    expiry: TimerHandle | None = None
+    expiry: _Cancellable | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +142,7 @@ class _Txn:
 class MemoryZooKeeper:
     """One in-memory ZooKeeper ensemble. Hand it to any number of ``MemoryCoordinator`` clients."""
 
-    def __init__(self, *, clock: Clock | None = None) -> None:
+    def __init__(self, *, clock: TimerScheduler | None = None) -> None:
         self._clock = clock
         self._zxid = 0
         self._nodes: dict[str, _Node] = {"/": _Node(data=b"", czxid=0, mzxid=0, ephemeral_owner=0)}

@@ -8,11 +8,8 @@ and the client's session internals, and works around each edge on purpose:
   the client's ``stat_cache`` is replaced by a dict that keeps nothing (it also grew forever).
 * **Recipes.** ``DataWatcher(wait_for_create=True)`` mutates a class-level list, and the watch
   loops end silently on a missing node. We use no recipe: a watch is the server-side watch set by
-  ``get``/``exists``/``get_children`` (``watch=True``) plus callbacks in the session's watch table,
-  one per event type, removed together when the first one fires (one-shot).
-* **Stale events.** Callbacks are registered *before* the request (an event may follow the response
-  on the wire at once) but ignore events until the response has been processed: ZooKeeper sends
-  a change's event before the answer of any later read, so anything earlier is stale.
+  ``get``/``exists``/``get_children`` (``watch=True``) plus one-shot callbacks in the session's
+  watch table (``runtime.coordination.zk_watches``, which also explains stale-event handling).
 * **Container ensure_path.** aiozk's ``ensure_path`` (and its chroot) create *container* znodes,
   which the server deletes when they become empty. Chroot and ``ensure_path`` are ours, persistent.
 * **No session listener.** The session's state machine is replaced by a subclass that calls us
@@ -37,10 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiozk
@@ -64,7 +59,6 @@ from runtime.coordination.base import (
     SetDataOpResult,
     Stat,
     WatchCallback,
-    WatchEvent,
     WatchEventKind,
     ancestors,
     validate_path,
@@ -82,6 +76,7 @@ from runtime.coordination.errors import (
     SessionExpiredError,
 )
 from runtime.coordination.session import SessionEvent, SessionState, SessionWatchdog, Subscription
+from runtime.coordination.zk_watches import WatchTable
 
 __all__ = ["ZkCoordinator"]
 
@@ -116,16 +111,6 @@ class _NoStatCache(dict[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         return None
-
-
-@dataclass(eq=False, slots=True)
-class _Watch:
-    path: str
-    full_path: str
-    callback: WatchCallback
-    handlers: dict[int, Callable[[str], None]] = field(default_factory=dict)
-    armed: bool = False
-    done: bool = False
 
 
 def _split_connect_string(connect_string: str) -> tuple[str, str]:
@@ -199,7 +184,7 @@ class ZkCoordinator(Coordinator):
         session = self._client.session
         session.state = _ObservedStateMachine(session, self._on_aiozk_transition)
         self._watchdog = SessionWatchdog()
-        self._watches: set[_Watch] = set()
+        self._watches = WatchTable(session, _KINDS)
         self._state_waiters: list[asyncio.Future[None]] = []
         self._last_zxid_before_suspend: int | None = None
         self._started = False
@@ -241,7 +226,7 @@ class ZkCoordinator(Coordinator):
             except (TimeoutError, exc.ZKError, OSError) as error:
                 _log.info("ZooKeeper close did not complete (%r); closing the connection", error)
                 await self._force_close_client()
-        self._drop_watches()
+        self._watches.drop_all()
         if self._watchdog.state is not SessionState.CLOSED:
             self._watchdog.transition(SessionState.CLOSED, None)
         self._wake_state_waiters()
@@ -313,7 +298,7 @@ class ZkCoordinator(Coordinator):
         elif state == States.SUSPENDED:
             if ours is SessionState.CONNECTED:
                 self._last_zxid_before_suspend = session.last_zxid
-                self._forget_empty_watch_keys()
+                self._watches.forget_empty_keys()
                 self._transition(SessionState.SUSPENDED, None)
         elif state == States.LOST and ours is not SessionState.LOST:
             self._lose_session()
@@ -324,7 +309,7 @@ class ZkCoordinator(Coordinator):
         self._wake_state_waiters()
 
     def _lose_session(self) -> None:
-        self._drop_watches()
+        self._watches.drop_all()
         self._transition(SessionState.LOST, None)
 
     def _wake_state_waiters(self) -> None:
@@ -393,42 +378,42 @@ class ZkCoordinator(Coordinator):
 
     async def get(self, path: str, *, watch: WatchCallback | None = None) -> tuple[bytes, Stat]:
         full = self._full(path)
-        registered = self._register(path, full, watch, (_DATA_CHANGED, _DELETED))
+        registered = self._watches.register(path, full, watch, (_DATA_CHANGED, _DELETED))
         try:
             request = protocol.GetDataRequest(path=full, watch=registered is not None)
             response = await self._request("get", path, request)
         except BaseException:
-            self._cancel(registered)
+            self._watches.cancel(registered)
             raise
-        self._arm(registered)
+        self._watches.arm(registered)
         return bytes(response.data or b""), _stat(response.stat)
 
     async def exists(self, path: str, *, watch: WatchCallback | None = None) -> Stat | None:
         full = self._full(path)
-        registered = self._register(path, full, watch, (_CREATED, _DATA_CHANGED, _DELETED))
+        registered = self._watches.register(path, full, watch, (_CREATED, _DATA_CHANGED, _DELETED))
         try:
             request = protocol.ExistsRequest(path=full, watch=registered is not None)
             response = await self._request("exists", path, request)
         except NoNodeError:
             # The server set an exists-watch: only a creation can fire it.
-            self._arm(registered, keep=(_CREATED,))
+            self._watches.arm(registered, keep=(_CREATED,))
             return None
         except BaseException:
-            self._cancel(registered)
+            self._watches.cancel(registered)
             raise
-        self._arm(registered, keep=(_DATA_CHANGED, _DELETED))
+        self._watches.arm(registered, keep=(_DATA_CHANGED, _DELETED))
         return _stat(response.stat)
 
     async def get_children(self, path: str, *, watch: WatchCallback | None = None) -> list[str]:
         full = self._full(path)
-        registered = self._register(path, full, watch, (_CHILDREN_CHANGED, _DELETED))
+        registered = self._watches.register(path, full, watch, (_CHILDREN_CHANGED, _DELETED))
         try:
             request = protocol.GetChildren2Request(path=full, watch=registered is not None)
             response = await self._request("get_children", path, request)
         except BaseException:
-            self._cancel(registered)
+            self._watches.cancel(registered)
             raise
-        self._arm(registered)
+        self._watches.arm(registered)
         return sorted(response.children)
 
     async def set(self, path: str, data: bytes, *, version: int) -> Stat:
@@ -526,61 +511,6 @@ class ZkCoordinator(Coordinator):
             waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
             self._state_waiters.append(waiter)
             await waiter
-
-    # ------------------------------------------------------------------------------- watches
-
-    def _register(
-        self, path: str, full: str, callback: WatchCallback | None, event_types: tuple[int, ...]
-    ) -> _Watch | None:
-        if callback is None:
-            return None
-        watch = _Watch(path=path, full_path=full, callback=callback)
-        for event_type in event_types:
-            handler = functools.partial(self._on_watch_event, watch, event_type)
-            watch.handlers[event_type] = handler
-            self._client.session.add_watch_callback(event_type, full, handler)
-        self._watches.add(watch)
-        return watch
-
-    def _arm(self, watch: _Watch | None, keep: tuple[int, ...] | None = None) -> None:
-        if watch is None or watch.done:
-            return
-        if keep is not None:
-            for event_type in [t for t in watch.handlers if t not in keep]:
-                handler = watch.handlers.pop(event_type)
-                self._client.session.remove_watch_callback(event_type, watch.full_path, handler)
-        watch.armed = True
-
-    def _cancel(self, watch: _Watch | None) -> None:
-        if watch is None:
-            return
-        watch.done = True
-        for event_type, handler in watch.handlers.items():
-            self._client.session.remove_watch_callback(event_type, watch.full_path, handler)
-        watch.handlers.clear()
-        self._watches.discard(watch)
-
-    def _on_watch_event(self, watch: _Watch, event_type: int, _path: str) -> None:
-        if watch.done or not watch.armed:
-            return  # fired already, or a stale event that preceded the registering response
-        self._cancel(watch)
-        event = WatchEvent(path=watch.path, kind=_KINDS[event_type])
-        try:
-            watch.callback(event)
-        except Exception:  # noqa: BLE001 - a broken callback must not break aiozk's dispatch
-            _log.exception("watch callback %r failed on %s", watch.callback, event)
-
-    def _drop_watches(self) -> None:
-        for watch in list(self._watches):
-            self._cancel(watch)
-        self._forget_empty_watch_keys()
-
-    def _forget_empty_watch_keys(self) -> None:
-        # aiozk's dispatch creates empty entries in its defaultdict for every event it receives;
-        # SetWatches would re-arm those paths on reconnection for nobody.
-        callbacks = self._client.session.watch_callbacks
-        for key in [key for key, handlers in callbacks.items() if not handlers]:
-            del callbacks[key]
 
     # --------------------------------------------------------------------------------- paths
 
