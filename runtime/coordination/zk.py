@@ -219,7 +219,10 @@ class ZkCoordinator(Coordinator):
         if self._closing:
             return
         self._closing = True
-        if self._started:
+        if self._started and self._watchdog.state is not SessionState.CONNECTED:
+            # No connection to say goodbye on: the server expires the session by itself.
+            await self._force_close_client()
+        elif self._started:
             try:
                 async with asyncio.timeout(self._request_timeout_ms / 1000):
                     await self._client.close()

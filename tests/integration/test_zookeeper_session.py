@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -39,6 +40,8 @@ from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination import (
     ANY_VERSION,
+    ConnectionLossError,
+    SessionClosedError,
     SessionEvent,
     SessionState,
     WatchEvent,
@@ -196,6 +199,44 @@ async def test_watch_set_before_a_server_restart_fires_for_a_change_after_reconn
         finally:
             for each in opened:
                 await each.close()
+
+
+@pytest.mark.asyncio
+@pytest.mark.zk
+@pytest.mark.integration
+async def test_calls_while_disconnected_fail_with_connection_loss_within_the_request_timeout(
+    zookeeper_server: LocalZooKeeper, tmp_path: Path
+) -> None:
+    del zookeeper_server  # only for its skip/fail rule: this test runs its own server
+    opened: list[ZkCoordinator] = []
+    async with LocalZooKeeper(tmp_path / "zk", tick_time_ms=500, force_sync=False) as server:
+        try:
+            client = await connect(
+                server.connect_string, opened, session_timeout_ms=10_000, request_timeout_ms=300
+            )
+            events = QueueRecorder()
+            client.subscribe(events)
+            await server.stop()
+            assert (await events.next()).state is SessionState.SUSPENDED
+            with pytest.raises(ConnectionLossError, match="no answer within 300 ms"):
+                await asyncio.wait_for(client.get("/"), WAIT_S)
+        finally:
+            for each in opened:
+                await each.close()
+    assert client.session_state is SessionState.CLOSED
+
+
+@pytest.mark.asyncio
+async def test_start_against_an_unreachable_server_fails_within_the_connection_timeout() -> None:
+    with socket.socket() as reserved:  # a port nobody listens on
+        reserved.bind(("127.0.0.1", 0))
+        port = reserved.getsockname()[1]
+        client = ZkCoordinator(f"127.0.0.1:{port}", session_timeout_ms=2_000, connection_timeout_ms=300)
+        with pytest.raises(ConnectionLossError, match="no session within 300 ms"):
+            await asyncio.wait_for(client.start(), WAIT_S)
+    assert client.session_state is SessionState.CLOSED
+    with pytest.raises(SessionClosedError):
+        await client.get("/")
 
 
 # ------------------------------------------------------------------------------------ launcher
