@@ -249,7 +249,10 @@ class Coordinator(ABC):
 
     @abstractmethod
     async def start(self) -> None:
-        """Open the first session; returns once it is CONNECTED (bounded; ConnectionLossError)."""
+        """Open the first session; returns once it is CONNECTED (bounded; ConnectionLossError).
+
+        Idempotent while open; a closed coordinator cannot start again (SessionClosedError).
+        """
 
     @abstractmethod
     async def close(self) -> None:

@@ -69,6 +69,8 @@ class MemoryCoordinator(Coordinator):
     # ----------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
+        if self._watchdog.state is SessionState.CLOSED:
+            raise SessionClosedError("start", "/")
         if self._started:
             return
         self._started = True

@@ -197,6 +197,8 @@ class ZkCoordinator(Coordinator):
     # ----------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
+        if self._closing:
+            raise SessionClosedError("start", self._connect_string)
         if self._started:
             return
         self._started = True

@@ -569,6 +569,9 @@ async def test_closed_client_refuses_calls(harness: Harness) -> None:
     ]
     with pytest.raises(SessionClosedError):
         await client.get("/")
+    with pytest.raises(SessionClosedError):
+        await client.start()
+    await client.close()  # idempotent
     assert isinstance(SessionClosedError("get", "/"), SessionExpiredError)
 
 
