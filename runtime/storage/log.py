@@ -26,9 +26,13 @@ files of the segments overlapping ``[recovery_point, up_to_offset)``) returns a 
 ``job.run()`` performs the fsyncs by path (in a worker thread, via the actor's ``pipe_to_self``);
 ``complete_flush(job)`` (back on the loop) moves the ``recovery_point`` up, unless the log was
 truncated meanwhile. Jobs are idempotent and an empty one is cheap. ``flush()`` does all three at
-once (shutdown, tests). The log never decides to flush on its own: each append's ``LogAppendInfo``
+once (shutdown, tests). The log never decides to flush appended data on its own: each append's ``LogAppendInfo``
 says up to which offset a flush is due (``flush.messages`` count rule, a roll, or ``flush.policy =
 per_batch``), and ``flush_due(now_ms)`` implements the ``flush.ms`` rule for a periodic task.
+
+*Truncation is durable at once.* ``truncate_to`` and ``truncate_fully_and_start_at`` fsync the cut
+segment and the directory before returning (a divergent suffix must not come back after a power
+loss); they are rare (leadership changes), so this is the one fsync the log does on its own.
 
 *Crash recovery.* Everything below ``recovery_point`` was fsynced. After an unclean shutdown (no
 ``.kafka_cleanshutdown`` marker in the log dir) every segment from the one holding the recovery point
@@ -665,6 +669,7 @@ class Log:
             return True
         self._remove_segments([s for s in self.segments if s.base_offset > target_offset], now_ms=now_ms)
         self.active_segment.truncate_to(target_offset, now_ms=now_ms)
+        self._make_truncation_durable(self.active_segment)
         self._truncation_generation += 1
         self._log_end_offset = target_offset
         self.high_watermark = min(self.high_watermark, target_offset)
@@ -690,6 +695,7 @@ class Log:
                 roll_jitter_ms=self._roll_jitter_ms(),
             )
         )
+        self._make_truncation_durable(None)
         self._truncation_generation += 1
         self._log_end_offset = new_offset
         self.leader_epoch_cache.clear_and_flush()
@@ -698,6 +704,18 @@ class Log:
         self.recovery_point = min(self.recovery_point, new_offset)
         self.log_start_offset = new_offset
         self.high_watermark = new_offset
+
+    def _make_truncation_durable(self, truncated: LogSegment | None) -> None:
+        """fsync the truncated segment and the directory (renamed and new segment files) right away:
+        a power loss must never bring truncated records back, as they may be a divergent suffix that
+        the leader epoch protocol already discarded. Truncations happen on leadership changes only, so
+        this blocking call on the caller's thread is rare (the only fsync the log makes by itself)."""
+        if truncated is not None:
+            truncated.write_pending_index_entries()
+            for path in truncated.file_paths():
+                self.fs.fsync_path(path)
+        self.fs.fsync_dir(self.directory)
+        self._directory_changes_synced = self._directory_changes
 
     def _rebuild_producer_state(self, up_to_offset: int) -> None:
         """Producer state as of ``up_to_offset``: the latest in-memory snapshot at or below it, then

@@ -10,8 +10,11 @@ Steps, in order:
    bytes off the segment, the later segments are deleted (the log must stay a contiguous prefix).
 3. Without a clean shutdown, every segment that may hold offsets at or above the recovery point is
    recovered in order: batches validated (framing, CRC, offsets), indexes rebuilt, leader epochs
-   newer than the cache's latest re-assigned. At the first segment that had to be truncated, every
-   later segment is deleted and recovery stops.
+   newer than the cache's latest re-assigned. At the first segment that had to be truncated, or that
+   now ends below the next segment's base offset (the OS wrote the later file back first), every later
+   segment is deleted and recovery stops: the log is always a contiguous prefix of what was written.
+   (A follower segment rolled across a leader's offset gap looks the same and is dropped too if it was
+   above the recovery point; replication fetches it again.)
 4. If the log ends below the log start offset, all segments go; an empty log gets one empty segment at
    the log start offset.
 
@@ -116,7 +119,12 @@ def load_segments(
                 continue  # Wholly below the recovery point: flushed before the crash.
             truncated_bytes = _recover(segment, on_recovered_batch)
             recovered += 1
-            if truncated_bytes > 0:
+            # The OS writes pages back in no particular order: a later segment may have reached the
+            # disk while this one lost its tail at a batch boundary. A hole is as bad as a torn batch.
+            torn = truncated_bytes > 0 or (
+                following is not None and segment.read_next_offset() < following.base_offset
+            )
+            if torn:
                 for later in segments[position + 1 :]:
                     _delete_now(fs, later)
                 del segments[position + 1 :]
