@@ -146,7 +146,9 @@ def bench(directory: str, batches: list[bytes], stamped: list[bytes], read_bytes
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--megabytes", type=int, default=256, help="bytes appended per run, in MB")
     parser.add_argument("--record-bytes", type=int, default=1024)
     parser.add_argument("--batch-bytes", type=int, default=16384)
@@ -160,7 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(len(batch) for batch in batches)
     records_per_batch = read_header(batches[0], 0).records_count
     print(
-        f"{len(batches)} batches of {len(batches[0])} bytes ({records_per_batch} records of {args.record_bytes} bytes), "
+        f"{len(batches)} batches of {len(batches[0])} bytes ({records_per_batch} records of "
+        f"{args.record_bytes} bytes), "
         f"{total / 1e6:.0f} MB per run, reads of {args.read_bytes} bytes, best of {args.repeat}"
     )
     best: dict[str, float] = {}

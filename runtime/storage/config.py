@@ -5,9 +5,10 @@ Field names are Kafka's topic keys with dots turned into underscores (``segment.
 topic keys (``segment.ms``), ``from_broker_properties`` the broker-wide defaults (``log.roll.hours``,
 ``message.max.bytes``, ...). Bad values raise ``ValueError`` naming the key, the value and the rule.
 
-Two actorlog extensions: ``records.validation`` (see ``RecordsValidation``) and ``flush.policy`` (``replicated``, Kafka's behaviour: fsync only by the
-``flush.*`` rules, on roll and on shutdown; or ``per_batch``: every append asks for a flush before it
-is acknowledged). The log never fsyncs on its own; it says when a flush is due (see log.py).
+Two actorlog extensions: ``records.validation`` (see ``RecordsValidation``) and ``flush.policy``
+(``replicated``, Kafka's behaviour: fsync only by the ``flush.*`` rules, on roll and on shutdown; or
+``per_batch``: every append asks for a flush before it is acknowledged). The log never fsyncs appended
+data on its own; it says when a flush is due (see log.py).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
     ├── CorruptRecordError             CORRUPT_MESSAGE            bad CRC, bad magic, bad framing or lengths
     ├── RecordTooLargeError            MESSAGE_TOO_LARGE          a batch larger than max.message.bytes
     ├── RecordBatchTooLargeError       RECORD_LIST_TOO_LARGE      an append larger than segment.bytes
-    ├── InvalidRecordError             INVALID_RECORD             well framed but not acceptable (offsets, counts)
-    ├── InvalidTimestampError          INVALID_TIMESTAMP          CreateTime out of bounds, client LogAppendTime
+    ├── InvalidRecordError             INVALID_RECORD             framed, but not acceptable (offsets, counts)
+    ├── InvalidTimestampError          INVALID_TIMESTAMP          CreateTime out of bounds or from a client
     ├── UnsupportedCompressionError    UNSUPPORTED_COMPRESSION_TYPE  a codec this build cannot (de)compress
     ├── OffsetOutOfRangeError          OFFSET_OUT_OF_RANGE        read below log start or above log end
     ├── UnexpectedAppendOffsetError    UNKNOWN_SERVER_ERROR       follower append below the log end offset
@@ -13,7 +13,7 @@
     ├── OutOfOrderSequenceError        OUT_OF_ORDER_SEQUENCE_NUMBER  idempotent producer gap
     ├── InvalidProducerEpochError      INVALID_PRODUCER_EPOCH     fenced (older) producer epoch
     ├── UnknownProducerIdError         UNKNOWN_PRODUCER_ID        no state for the producer and sequence != 0
-    ├── InvalidOffsetError             UNKNOWN_SERVER_ERROR       index append out of order, offset not relative
+    ├── InvalidOffsetError             UNKNOWN_SERVER_ERROR       index entry out of order or not relative
     ├── CorruptIndexError              KAFKA_STORAGE_ERROR        an index file that fails its sanity check
     └── CorruptCheckpointError         KAFKA_STORAGE_ERROR        a checkpoint file that cannot be parsed
 

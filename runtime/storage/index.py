@@ -202,7 +202,8 @@ class OffsetIndex(_IndexFile):
         relative = offset - self.base_offset
         if keys and relative <= keys[-1]:
             raise InvalidOffsetError(
-                f"attempt to append offset {offset} to index {self.path} whose last offset is {self.last_offset}"
+                f"attempt to append offset {offset} to index {self.path} whose last offset is "
+                f"{self.last_offset}"
             )
         if len(keys) >= self.max_entries:
             raise AssertionError(
@@ -269,11 +270,13 @@ class TimeIndex(_IndexFile):
             last_offset = self.base_offset + self._values[-1]
             if offset < last_offset:
                 raise InvalidOffsetError(
-                    f"attempt to append offset {offset} to time index {self.path} whose last offset is {last_offset}"
+                    f"attempt to append offset {offset} to time index {self.path} whose last "
+                    f"offset is {last_offset}"
                 )
             if timestamp < last_timestamp:
                 raise InvalidOffsetError(
-                    f"attempt to append timestamp {timestamp} to time index {self.path} whose last is {last_timestamp}"
+                    f"attempt to append timestamp {timestamp} to time index {self.path} whose last "
+                    f"is {last_timestamp}"
                 )
             if timestamp == last_timestamp:
                 return

@@ -26,9 +26,10 @@ files of the segments overlapping ``[recovery_point, up_to_offset)``) returns a 
 ``job.run()`` performs the fsyncs by path (in a worker thread, via the actor's ``pipe_to_self``);
 ``complete_flush(job)`` (back on the loop) moves the ``recovery_point`` up, unless the log was
 truncated meanwhile. Jobs are idempotent and an empty one is cheap. ``flush()`` does all three at
-once (shutdown, tests). The log never decides to flush appended data on its own: each append's ``LogAppendInfo``
-says up to which offset a flush is due (``flush.messages`` count rule, a roll, or ``flush.policy =
-per_batch``), and ``flush_due(now_ms)`` implements the ``flush.ms`` rule for a periodic task.
+once (shutdown, tests). The log never decides to flush appended data on its own: each append's
+``LogAppendInfo`` says up to which offset a flush is due (``flush.messages`` count rule, a roll, or
+``flush.policy = per_batch``), and ``flush_due(now_ms)`` implements the ``flush.ms`` rule for a
+periodic task.
 
 *Truncation is durable at once.* ``truncate_to`` and ``truncate_fully_and_start_at`` fsync the cut
 segment and the directory before returning (a divergent suffix must not come back after a power
@@ -399,7 +400,8 @@ class Log:
             )
         if analysis.first_offset < self._log_end_offset:
             raise UnexpectedAppendOffsetError(
-                f"unexpected offset in the append to {self.directory}: first offset {analysis.first_offset} is "
+                f"unexpected offset in the append to {self.directory}: first offset "
+                f"{analysis.first_offset} is "
                 f"less than the next offset {self._log_end_offset}; first 10 offsets: "
                 f"{[h.base_offset for h in headers[:10]]}"
             )
@@ -445,7 +447,8 @@ class Log:
     ) -> LogAppendInfo:
         if size > self._segment_bytes:
             raise RecordBatchTooLargeError(
-                f"the append to {self.directory} is {size} bytes, larger than segment.bytes {self.config.segment_bytes}"
+                f"the append to {self.directory} is {size} bytes, larger than segment.bytes "
+                f"{self.config.segment_bytes}"
             )
         # Batch-level max timestamps for the segment and its time index: every replica and every
         # recovery sees the same ones.
@@ -520,12 +523,14 @@ class Log:
         if new_offset in self._segments:
             if active.base_offset != new_offset or active.size != 0:
                 raise InvalidOffsetError(
-                    f"cannot roll {self.directory} to a new segment at {new_offset}: a non-empty segment exists there"
+                    f"cannot roll {self.directory} to a new segment at {new_offset}: a non-empty "
+                    "segment exists there"
                 )
             self._remove_segments([active], now_ms=now_ms)
         elif new_offset < active.base_offset:
             raise InvalidOffsetError(
-                f"cannot roll {self.directory} to {new_offset}, below the active segment's base {active.base_offset}"
+                f"cannot roll {self.directory} to {new_offset}, below the active segment's base "
+                f"{active.base_offset}"
             )
         else:
             active.on_become_inactive()

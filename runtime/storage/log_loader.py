@@ -105,9 +105,9 @@ def load_segments(
             recovered += 1
             if truncated_bytes > 0:
                 # A torn segment ends the log: what follows it cannot be trusted to be contiguous.
-                for later in log_bases[position + 1 :]:
+                for later_base in log_bases[position + 1 :]:
                     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                        path = posixpath.join(directory, segment_file_name(later, suffix))
+                        path = posixpath.join(directory, segment_file_name(later_base, suffix))
                         if fs.exists(path):
                             fs.delete_file(path)
                 break

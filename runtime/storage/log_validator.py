@@ -44,12 +44,12 @@ from runtime.storage.records import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
     CONTROL_MASK,
-    TIMESTAMP_TYPE_MASK,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC_V2,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
+    TIMESTAMP_TYPE_MASK,
     BatchHeader,
     Record,
     RecordBatch,
@@ -110,7 +110,8 @@ def analyze(data: bytes | bytearray | memoryview, from_client: bool, max_message
         size = batch_length + LOG_OVERHEAD
         if batch_length < _MIN_BATCH_LENGTH:
             raise CorruptRecordError(
-                f"record batch at byte {position} (base offset {base_offset}) declares length {batch_length}, "
+                f"record batch at byte {position} (base offset {base_offset}) declares length "
+                f"{batch_length}, "
                 f"below the minimum {_MIN_BATCH_LENGTH}"
             )
         if position + size > end:
@@ -222,7 +223,8 @@ def _check_timestamp_bounds(min_timestamp: int, max_timestamp: int, config: LogC
     for timestamp in (min_timestamp, max_timestamp):
         if timestamp != NO_TIMESTAMP and abs(timestamp - now_ms) > limit:
             raise InvalidTimestampError(
-                f"record timestamp {timestamp} is out of range: it differs from the broker time {now_ms} by more "
+                f"record timestamp {timestamp} is out of range: it differs from the broker time "
+                f"{now_ms} by more "
                 f"than message.timestamp.difference.max.ms {limit}"
             )
 

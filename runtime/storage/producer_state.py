@@ -150,7 +150,8 @@ class ProducerStateManager:
         where = f"producer {header.producer_id} at offset {header.base_offset}"
         if producer_epoch < entry.producer_epoch:
             raise InvalidProducerEpochError(
-                f"{where}: epoch {producer_epoch} is older than the current epoch {entry.producer_epoch} (fenced)"
+                f"{where}: epoch {producer_epoch} is older than the current epoch "
+                f"{entry.producer_epoch} (fenced)"
             )
         if producer_epoch != entry.producer_epoch:
             if first_sequence != 0:
@@ -159,7 +160,8 @@ class ProducerStateManager:
                         f"{where}: first sequence {first_sequence} for new epoch {producer_epoch}, expected 0"
                     )
                 raise UnknownProducerIdError(
-                    f"{where}: no state for this producer on the broker and first sequence {first_sequence} != 0 "
+                    f"{where}: no state for this producer on the broker and first sequence "
+                    f"{first_sequence} != 0 "
                     "(its batches may have been removed by retention)"
                 )
             return
@@ -171,7 +173,8 @@ class ProducerStateManager:
             )
         if last_sequence != NO_SEQUENCE and not _in_sequence(last_sequence, first_sequence):
             raise OutOfOrderSequenceError(
-                f"{where} epoch {producer_epoch}: first sequence {first_sequence}, expected {last_sequence + 1} "
+                f"{where} epoch {producer_epoch}: first sequence {first_sequence}, expected "
+                f"{last_sequence + 1} "
                 f"(last sequence {last_sequence})"
             )
 

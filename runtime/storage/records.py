@@ -378,7 +378,8 @@ def scan_uncompressed_records(
         if offset_delta != expected_delta:
             raise InvalidRecordError(
                 f"record {expected_delta} of the batch at byte {position} (base offset {header.base_offset}) "
-                f"has offset delta {offset_delta}, expected {expected_delta}: offset deltas must be 0, 1, 2, ..."
+                f"has offset delta {offset_delta}, expected {expected_delta}: offset deltas must "
+                "be 0, 1, 2, ..."
             )
         key_length, cursor = _varint(data, cursor, record_end)
         if key_length > 0:
@@ -479,7 +480,8 @@ def decode_records(
                 ) from None
         if cursor != record_end:
             raise CorruptRecordError(
-                f"record {index} of {where} declares {length} bytes but its fields take {length + cursor - record_end}"
+                f"record {index} of {where} declares {length} bytes but its fields take "
+                f"{length + cursor - record_end}"
             )
         records.append(
             Record(
@@ -514,6 +516,7 @@ def _bytes_field(data: bytes, position: int, end: int, where: str) -> tuple[byte
         return None, position
     if position + length > end:
         raise CorruptRecordError(
-            f"a record of {where} declares a {length}-byte field but {end - position} bytes remain in the record"
+            f"a record of {where} declares a {length}-byte field but {end - position} bytes remain "
+            "in the record"
         )
     return data[position : position + length], position + length

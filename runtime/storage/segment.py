@@ -282,7 +282,8 @@ class LogSegment:
         relative = largest_offset - self.base_offset
         if relative < 0 or relative > INT32_MAX:
             raise InvalidOffsetError(
-                f"offset {largest_offset} cannot be stored in segment {self.base_offset} (relative offset overflow)"
+                f"offset {largest_offset} cannot be stored in segment {self.base_offset} (relative "
+                "offset overflow)"
             )
         if len(parts) == 1:
             log_file.write(parts[0])
@@ -431,7 +432,8 @@ class LogSegment:
                     or header.base_offset < self.base_offset
                 ):
                     raise InvalidOffsetError(
-                        f"batch at byte {batch.position} has offsets {header.base_offset}..{header.last_offset}, "
+                        f"batch at byte {batch.position} has offsets "
+                        f"{header.base_offset}..{header.last_offset}, "
                         f"not relative to segment base {self.base_offset}"
                     )
                 if header.max_timestamp > self.max_timestamp_so_far:

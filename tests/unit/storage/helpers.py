@@ -79,7 +79,9 @@ def values(log: Log) -> list[bytes | None]:
     return [value for _offset, value in read_all(log)]
 
 
-def append_values(log: Log, count: int, *, leader_epoch: int = 0, now_ms: int = 0, prefix: bytes = b"v") -> None:
+def append_values(
+    log: Log, count: int, *, leader_epoch: int = 0, now_ms: int = 0, prefix: bytes = b"v"
+) -> None:
     """``count`` one-record batches appended as leader."""
     start = log.log_end_offset
     for i in range(count):

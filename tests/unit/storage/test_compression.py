@@ -14,7 +14,9 @@ from runtime.storage.errors import CorruptRecordError, UnsupportedCompressionErr
 DATA = b"the quick brown fox " * 500
 
 
-@pytest.mark.parametrize("codec", [CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
+@pytest.mark.parametrize(
+    "codec", [CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD]
+)
 def test_round_trip(codec: CompressionType) -> None:
     packed = compress(codec, DATA)
     assert decompress(codec, packed) == DATA
@@ -30,7 +32,10 @@ def test_lz4_frames_use_kafkas_flags_independent_64k_blocks_without_checksums() 
 
 
 def test_lz4_reads_frames_with_content_size_and_checksums_too() -> None:
-    assert decompress(CompressionType.LZ4, lz4.frame.compress(DATA, store_size=True, content_checksum=True)) == DATA
+    assert (
+        decompress(CompressionType.LZ4, lz4.frame.compress(DATA, store_size=True, content_checksum=True))
+        == DATA
+    )
 
 
 def test_zstd_reads_streamed_frames_without_content_size_and_concatenated_frames() -> None:

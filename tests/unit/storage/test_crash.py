@@ -60,7 +60,11 @@ def _file_system(kind: str, tmp_path: Path) -> tuple[FileSystem, str]:
 
 
 def _segment_files(fs: FileSystem, directory: str) -> list[str]:
-    return [f"{directory}/{name}" for name in fs.list_dir(directory) if name.endswith((".log", ".index", ".timeindex"))]
+    return [
+        f"{directory}/{name}"
+        for name in fs.list_dir(directory)
+        if name.endswith((".log", ".index", ".timeindex"))
+    ]
 
 
 @pytest.mark.parametrize("kind", ["memory", "os"])

@@ -51,7 +51,7 @@ def test_scenario_37_lookup_extreme_cases() -> None:
 def test_offsets_must_strictly_increase_and_be_relative() -> None:
     index = _offset_index(base_offset=100)
     index.append(101, 10)
-    with pytest.raises(InvalidOffsetError, match="append offset 101 .* last offset is 101"):
+    with pytest.raises(InvalidOffsetError, match=r"append offset 101 .* last offset is 101"):
         index.append(101, 20)
     with pytest.raises(InvalidOffsetError, match="not relative to base offset 100"):
         index.append(100 + 2**31, 30)

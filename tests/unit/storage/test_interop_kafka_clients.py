@@ -35,7 +35,12 @@ _AIOKAFKA_CODECS = {
 
 # Compressible values (kafka-python sends uncompressed when compression does not pay).
 RECORDS = [
-    SimpleRecord(b"value-" * 40, b"key-1", (RecordHeader("trace", b"abc"), RecordHeader("empty", None)), 1_600_000_000_000),
+    SimpleRecord(
+        b"value-" * 40,
+        b"key-1",
+        (RecordHeader("trace", b"abc"), RecordHeader("empty", None)),
+        1_600_000_000_000,
+    ),
     SimpleRecord(None, b"key-2", (), 1_600_000_000_500),
     SimpleRecord(b"value-" * 40, None, (), 1_599_999_999_000),
     SimpleRecord(b"\x00\xff" * 100, b"", (RecordHeader("h", b""),), 1_600_000_000_100),
@@ -109,7 +114,8 @@ def test_batches_built_by_us_decode_with_kafka_clients(client: str, codec: Compr
     assert (theirs.producer_id, theirs.producer_epoch, theirs.base_sequence) == (9, 1, 3)
     records = list(theirs)
     assert [(r.offset, r.timestamp, r.key, r.value, [tuple(h) for h in r.headers]) for r in records] == [
-        (1000 + i, r.timestamp, r.key, r.value, [(h.key, h.value) for h in r.headers]) for i, r in enumerate(RECORDS)
+        (1000 + i, r.timestamp, r.key, r.value, [(h.key, h.value) for h in r.headers])
+        for i, r in enumerate(RECORDS)
     ]
 
 

@@ -58,9 +58,9 @@ def test_reassigning_an_epoch_at_a_larger_offset_is_a_no_op() -> None:
 def test_truncate_from_end_drops_entries_starting_at_or_after() -> None:
     cache = _cache([(0, 0), (1, 10), (2, 20)])
     cache.truncate_from_end(10)
-    assert cache.entries == (EpochEntry(0, 0),)
+    assert list(cache.entries) == [EpochEntry(0, 0)]
     cache.clear_and_flush()
-    assert cache.entries == ()
+    assert len(cache.entries) == 0
     assert cache.latest_epoch is None
 
 

@@ -58,7 +58,10 @@ def test_several_uncompressed_batches_in_one_append_are_stamped_in_place() -> No
     data = batch(b"a", b"b") + batch(b"c")
     info = log.append_as_leader(data, 1, now_ms=0, wall_clock_ms=BASE_TIME_MS)
     assert (info.first_offset, info.last_offset, info.valid_bytes) == (0, 2, len(data))
-    assert [(b.header.base_offset, b.header.last_offset) for b in iterate_batches(_stored(log))] == [(0, 1), (2, 2)]
+    assert [(b.header.base_offset, b.header.last_offset) for b in iterate_batches(_stored(log))] == [
+        (0, 1),
+        (2, 2),
+    ]
 
 
 def test_log_append_time_stamps_now_and_recomputes_the_crc() -> None:
@@ -75,7 +78,11 @@ def test_log_append_time_stamps_now_and_recomputes_the_crc() -> None:
 def test_create_time_reports_the_max_timestamp() -> None:
     log = _log()
     info = log.append_as_leader(batch(b"a", b"b", b"c"), 0, now_ms=0, wall_clock_ms=0)
-    assert (info.max_timestamp, info.offset_of_max_timestamp, info.log_append_time_ms) == (BASE_TIME_MS + 2, 2, -1)
+    assert (info.max_timestamp, info.offset_of_max_timestamp, info.log_append_time_ms) == (
+        BASE_TIME_MS + 2,
+        2,
+        -1,
+    )
 
 
 @pytest.mark.parametrize("codec", [CompressionType.GZIP, CompressionType.LZ4, CompressionType.ZSTD])
@@ -94,7 +101,9 @@ def test_compressed_batches_with_the_same_codec_are_kept_in_place(codec: Compres
 
 def test_a_different_topic_codec_rebuilds_one_batch() -> None:
     log = _log(LogConfig(compression_type=CompressionConfig.ZSTD))
-    data = batch(b"a", b"b", compression=CompressionType.GZIP, producer_id=3, producer_epoch=1, base_sequence=0)
+    data = batch(
+        b"a", b"b", compression=CompressionType.GZIP, producer_id=3, producer_epoch=1, base_sequence=0
+    )
     info = log.append_as_leader(data, 7, now_ms=0, wall_clock_ms=0)
     assert info.target_codec == CompressionType.ZSTD
     (stored,) = list(iterate_batches(_stored(log)))
@@ -140,14 +149,16 @@ def test_full_record_validation_checks_uncompressed_offset_deltas_too() -> None:
     data = _raw_batch([0, 0, 1])
     _log().append_as_leader(data, 0, now_ms=0, wall_clock_ms=0)  # header-level validation accepts it
     strict = _log(LogConfig(records_validation=RecordsValidation.FULL))
-    with pytest.raises(InvalidRecordError, match="record 1 .* has offset delta 0, expected 1"):
+    with pytest.raises(InvalidRecordError, match=r"record 1 .* has offset delta 0, expected 1"):
         strict.append_as_leader(data, 0, now_ms=0, wall_clock_ms=0)
 
 
 def test_a_batch_over_max_message_bytes_is_message_too_large() -> None:
     log = _log(LogConfig(max_message_bytes=100))
     data = batch(b"x" * 200)
-    with pytest.raises(RecordTooLargeError, match=f"is {len(data)} bytes, larger than max.message.bytes 100") as raised:
+    with pytest.raises(
+        RecordTooLargeError, match=f"is {len(data)} bytes, larger than max.message.bytes 100"
+    ) as raised:
         log.append_as_leader(data, 0, now_ms=0, wall_clock_ms=0)
     assert raised.value.error_name == "MESSAGE_TOO_LARGE"
     with pytest.raises(RecordTooLargeError):
@@ -157,7 +168,7 @@ def test_a_batch_over_max_message_bytes_is_message_too_large() -> None:
 
 def test_an_append_over_segment_bytes_is_record_list_too_large() -> None:
     log = _log(LogConfig(segment_bytes=150))
-    with pytest.raises(RecordBatchTooLargeError, match="larger than segment.bytes 150") as raised:
+    with pytest.raises(RecordBatchTooLargeError, match=r"larger than segment\.bytes 150") as raised:
         log.append_as_follower(batch(b"x" * 40) + batch(b"y" * 40, base_offset=1), now_ms=0)
     assert raised.value.error_name == "RECORD_LIST_TOO_LARGE"
 
@@ -199,10 +210,26 @@ def test_a_trailing_partial_batch_is_trimmed() -> None:
     ("mutate", "error", "message"),
     [
         (lambda d: struct.pack_into(">q", d, 0, 5), InvalidRecordError, "should be 0, but it is 5"),
-        (lambda d: struct.pack_into(">i", d, 57, 3), InvalidRecordError, "has 3 records but its offset delta implies 2"),
-        (lambda d: struct.pack_into(">h", d, 21, 0x20), InvalidRecordError, "not allowed to write control records"),
-        (lambda d: struct.pack_into(">h", d, 21, 0x08), InvalidTimestampError, "should not set the timestamp type"),
-        (lambda d: struct.pack_into(">q", d, 43, 9), InvalidRecordError, "producer id 9 with invalid base sequence -1"),
+        (
+            lambda d: struct.pack_into(">i", d, 57, 3),
+            InvalidRecordError,
+            "has 3 records but its offset delta implies 2",
+        ),
+        (
+            lambda d: struct.pack_into(">h", d, 21, 0x20),
+            InvalidRecordError,
+            "not allowed to write control records",
+        ),
+        (
+            lambda d: struct.pack_into(">h", d, 21, 0x08),
+            InvalidTimestampError,
+            "should not set the timestamp type",
+        ),
+        (
+            lambda d: struct.pack_into(">q", d, 43, 9),
+            InvalidRecordError,
+            "producer id 9 with invalid base sequence -1",
+        ),
     ],
 )
 def test_client_batches_are_checked(mutate: object, error: type[Exception], message: str) -> None:
@@ -217,7 +244,9 @@ def test_create_time_bounds_are_enforced_when_configured() -> None:
     log = _log(LogConfig(message_timestamp_difference_max_ms=1000))
     log.append_as_leader(batch(b"ok", timestamp=BASE_TIME_MS), 0, now_ms=0, wall_clock_ms=BASE_TIME_MS + 900)
     with pytest.raises(InvalidTimestampError, match="differs from the broker time") as raised:
-        log.append_as_leader(batch(b"old", timestamp=BASE_TIME_MS), 0, now_ms=0, wall_clock_ms=BASE_TIME_MS + 5000)
+        log.append_as_leader(
+            batch(b"old", timestamp=BASE_TIME_MS), 0, now_ms=0, wall_clock_ms=BASE_TIME_MS + 5000
+        )
     assert raised.value.error_name == "INVALID_TIMESTAMP"
 
 
@@ -248,7 +277,10 @@ def test_flush_is_requested_per_batch_by_count_and_on_roll() -> None:
     per_batch = _log(LogConfig(flush_policy=FlushPolicy.PER_BATCH))
     assert per_batch.append_as_leader(batch(b"a"), 0, now_ms=0, wall_clock_ms=0).flush_up_to_offset == 1
     counted = _log(LogConfig(flush_messages=3))
-    requests = [counted.append_as_leader(batch(b"a"), 0, now_ms=0, wall_clock_ms=0).flush_up_to_offset for _ in range(4)]
+    requests = [
+        counted.append_as_leader(batch(b"a"), 0, now_ms=0, wall_clock_ms=0).flush_up_to_offset
+        for _ in range(4)
+    ]
     assert requests == [None, None, 3, 4]
     counted.flush(now_ms=0)
     assert counted.append_as_leader(batch(b"a"), 0, now_ms=0, wall_clock_ms=0).flush_up_to_offset is None

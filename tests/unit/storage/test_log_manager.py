@@ -50,8 +50,13 @@ def test_a_clean_shutdown_writes_checkpoints_and_the_marker(log_dir: tuple[FileS
     events.maybe_increment_high_watermark(3)
     manager.close(now_ms=10)
     assert fs.exists(f"{directory}/{CLEAN_SHUTDOWN_FILE}")
-    assert fs.read_file(f"{directory}/replication-offset-checkpoint") == b"0\n2\norders 0 4\nuser-events 12 3\n"
-    assert fs.read_file(f"{directory}/recovery-point-offset-checkpoint") == b"0\n2\norders 0 5\nuser-events 12 3\n"
+    assert (
+        fs.read_file(f"{directory}/replication-offset-checkpoint") == b"0\n2\norders 0 4\nuser-events 12 3\n"
+    )
+    assert (
+        fs.read_file(f"{directory}/recovery-point-offset-checkpoint")
+        == b"0\n2\norders 0 5\nuser-events 12 3\n"
+    )
     assert fs.read_file(f"{directory}/log-start-offset-checkpoint") == b"0\n0\n"
 
     reopened = _open(fs, directory)
@@ -64,7 +69,9 @@ def test_a_clean_shutdown_writes_checkpoints_and_the_marker(log_dir: tuple[FileS
     assert values(loaded) == [b"v%d" % i for i in range(5)]
 
 
-def test_an_unclean_start_recovers_from_the_checkpointed_recovery_points(log_dir: tuple[FileSystem, str]) -> None:
+def test_an_unclean_start_recovers_from_the_checkpointed_recovery_points(
+    log_dir: tuple[FileSystem, str],
+) -> None:
     fs, directory = log_dir
     manager = _open(fs, directory)
     log = manager.get_or_create_log(ORDERS, LogConfig(segment_bytes=300), now_ms=0)
@@ -118,7 +125,12 @@ def test_deleting_a_log_removes_its_directory_and_checkpoint_entries(log_dir: tu
     manager.delete_log(ORDERS)
     assert manager.get_log(ORDERS) is None
     assert fs.list_dir(directory) == sorted(
-        ["recovery-point-offset-checkpoint", "log-start-offset-checkpoint", "replication-offset-checkpoint", "user-events-12"]
+        [
+            "recovery-point-offset-checkpoint",
+            "log-start-offset-checkpoint",
+            "replication-offset-checkpoint",
+            "user-events-12",
+        ]
     )
     assert manager.read_high_watermark_checkpoint() == {EVENTS: 0}
 

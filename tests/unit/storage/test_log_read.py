@@ -16,7 +16,9 @@ def _log_with_batches(config: LogConfig | None = None) -> Log:
     """Batches of 3 records: offsets 0-2, 3-5, ..., 27-29."""
     log = open_log(MemoryFileSystem(), config=config)
     for i in range(10):
-        log.append_as_leader(batch(b"a%d" % i, b"b%d" % i, b"c%d" % i), 0, now_ms=0, wall_clock_ms=BASE_TIME_MS)
+        log.append_as_leader(
+            batch(b"a%d" % i, b"b%d" % i, b"c%d" % i), 0, now_ms=0, wall_clock_ms=BASE_TIME_MS
+        )
     return log
 
 
@@ -37,7 +39,7 @@ def test_reading_at_the_log_end_offset_is_empty_and_beyond_is_out_of_range() -> 
     empty = log.read(30, 1000)
     assert empty.records == b""
     assert empty.fetch_offset_metadata == log.log_end_offset_metadata
-    with pytest.raises(OffsetOutOfRangeError, match="offset 31 .* range 0 to 30") as raised:
+    with pytest.raises(OffsetOutOfRangeError, match=r"offset 31 .* range 0 to 30") as raised:
         log.read(31, 1000)
     assert raised.value.error_name == "OFFSET_OUT_OF_RANGE"
 

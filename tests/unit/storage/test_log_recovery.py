@@ -67,7 +67,11 @@ def test_leftovers_from_a_crash_are_removed() -> None:
     log = _populated(fs)
     log.close(flush=True)
     directory = log.directory
-    for name in ("00000000000000000000.log.deleted", "leader-epoch-checkpoint.tmp", "00000000000000099999.index"):
+    for name in (
+        "00000000000000000000.log.deleted",
+        "leader-epoch-checkpoint.tmp",
+        "00000000000000099999.index",
+    ):
         fs.write_file(f"{directory}/{name}", b"junk", fsync=True)
     open_log(fs, config=CONFIG)
     names = fs.list_dir(directory)

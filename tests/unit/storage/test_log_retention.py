@@ -49,7 +49,9 @@ def test_segments_below_the_log_start_offset_go_even_without_delete_policy() -> 
 def test_deleted_segments_are_renamed_then_removed_after_the_delay() -> None:
     fs = MemoryFileSystem()
     one = batch(b"x")
-    log = open_log(fs, config=LogConfig(segment_bytes=len(one) * 2, retention_ms=0, file_delete_delay_ms=60_000))
+    log = open_log(
+        fs, config=LogConfig(segment_bytes=len(one) * 2, retention_ms=0, file_delete_delay_ms=60_000)
+    )
     for _ in range(4):
         log.append_as_leader(one, 0, now_ms=0, wall_clock_ms=BASE_TIME_MS)
     log.update_high_watermark(4)

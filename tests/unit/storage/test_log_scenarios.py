@@ -155,7 +155,8 @@ def test_scenario_34_delete_old_segments() -> None:
     now = 10_000_000
     one = batch(b"test", timestamp=now - 1000)
     log = open_log(
-        MemoryFileSystem(), config=LogConfig(segment_bytes=len(one) * 5, segment_index_bytes=1000, retention_ms=999)
+        MemoryFileSystem(),
+        config=LogConfig(segment_bytes=len(one) * 5, segment_index_bytes=1000, retention_ms=999),
     )
     for _ in range(100):
         _append(log, one, now)
@@ -182,10 +183,12 @@ def test_scenario_34_delete_old_segments() -> None:
     log.delete()
     assert len(log.segments) == 0
     assert log.delete_old_segments(now_ms=now, wall_clock_ms=now) == 0
-    assert log.leader_epoch_cache.entries == ()
+    assert len(log.leader_epoch_cache.entries) == 0
 
 
-def _segment(fs: MemoryFileSystem, base_offset: int, config: LogConfig | None = None, now: int = 0) -> LogSegment:
+def _segment(
+    fs: MemoryFileSystem, base_offset: int, config: LogConfig | None = None, now: int = 0
+) -> LogSegment:
     fs.make_dirs("/seg")
     return LogSegment.create(
         fs, "/seg", base_offset, config or LogConfig(), now_ms=now, wall_clock_ms=0, roll_jitter_ms=0
@@ -246,6 +249,8 @@ def test_scenario_36_recovery_with_a_corrupt_message(seed: int) -> None:
     data = fs.read_file(segment.log_path)
     fs.write_file(segment.log_path, data[:position] + rng.randbytes(len(data) - position), fsync=False)
     segment.close()
-    reopened = LogSegment.open_existing(fs, "/seg", 0, LogConfig(index_interval_bytes=1), now_ms=0, roll_jitter_ms=0)
+    reopened = LogSegment.open_existing(
+        fs, "/seg", 0, LogConfig(index_interval_bytes=1), now_ms=0, roll_jitter_ms=0
+    )
     reopened.recover(lambda _header: None)
     assert [b.header.last_offset for b in reopened.batches()] == list(range(corrupt_from))

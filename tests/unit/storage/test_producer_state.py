@@ -11,8 +11,16 @@ from runtime.storage.records import BatchHeader, read_header
 from tests.unit.storage.helpers import BASE_TIME_MS, batch, open_log, read_all
 
 
-def _header(sequence: int, count: int = 1, *, epoch: int = 0, producer_id: int = 7, base_offset: int = 0) -> BatchHeader:
-    data = batch(*[b"x"] * count, base_offset=base_offset, producer_id=producer_id, producer_epoch=epoch, base_sequence=sequence)
+def _header(
+    sequence: int, count: int = 1, *, epoch: int = 0, producer_id: int = 7, base_offset: int = 0
+) -> BatchHeader:
+    data = batch(
+        *[b"x"] * count,
+        base_offset=base_offset,
+        producer_id=producer_id,
+        producer_epoch=epoch,
+        base_sequence=sequence,
+    )
     return read_header(data, 0)
 
 
@@ -29,7 +37,7 @@ def test_sequences_must_follow_on() -> None:
 
 
 def test_a_new_producer_must_start_at_sequence_zero() -> None:
-    with pytest.raises(UnknownProducerIdError, match="no state for this producer .* first sequence 4"):
+    with pytest.raises(UnknownProducerIdError, match=r"no state for this producer .* first sequence 4"):
         ProducerStateManager().prepare([_header(4)], from_client=True)
 
 

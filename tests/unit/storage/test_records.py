@@ -47,7 +47,11 @@ def test_a_one_record_batch_is_laid_out_byte_for_byte() -> None:
 
 def test_header_fields_are_parsed() -> None:
     data = build_batch(
-        [SimpleRecord(b"a", timestamp=10), SimpleRecord(b"b", timestamp=30), SimpleRecord(b"c", timestamp=20)],
+        [
+            SimpleRecord(b"a", timestamp=10),
+            SimpleRecord(b"b", timestamp=30),
+            SimpleRecord(b"c", timestamp=20),
+        ],
         base_offset=100,
         compression=CompressionType.GZIP,
         producer_id=1,
@@ -163,7 +167,9 @@ def _batch_with_offset_deltas(deltas: list[int]) -> bytes:
         encode_record(area, delta, 0, None, b"x")
     size = 61 + len(area)
     buffer = bytearray(size)
-    HEADER_STRUCT.pack_into(buffer, 0, 0, size - 12, -1, 2, 0, 0, len(deltas) - 1, 1, 1, -1, -1, -1, len(deltas))
+    HEADER_STRUCT.pack_into(
+        buffer, 0, 0, size - 12, -1, 2, 0, 0, len(deltas) - 1, 1, 1, -1, -1, -1, len(deltas)
+    )
     buffer[61:] = area
     struct.pack_into(">I", buffer, 17, crc32c.crc32c(buffer[21:]))
     return bytes(buffer)
@@ -173,7 +179,7 @@ def test_non_monotonic_offset_deltas_are_named() -> None:
     data = _batch_with_offset_deltas([0, 2, 1])
     (decoded,) = list(iterate_batches(data))
     decoded.ensure_valid()
-    with pytest.raises(InvalidRecordError, match="record 1 .* has offset delta 2, expected 1"):
+    with pytest.raises(InvalidRecordError, match=r"record 1 .* has offset delta 2, expected 1"):
         decoded.records(check_offset_deltas=True)
     with pytest.raises(InvalidRecordError, match="has offset delta 2, expected 1"):
         scan_uncompressed_records(data, decoded.header, 0)
