@@ -33,10 +33,10 @@ from runtime.storage.errors import CorruptIndexError, InvalidOffsetError
 from runtime.storage.fs import FileHandle, FileSystem
 from runtime.storage.records import NO_TIMESTAMP
 
-__all__ = ["OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
+__all__ = ["PENDING_WRITE_THRESHOLD", "OffsetIndex", "OffsetPosition", "TimeIndex", "TimestampOffset"]
 
 INT32_MAX: Final = 2_147_483_647
-_PENDING_WRITE_THRESHOLD: Final = 512  # entries buffered before they are written without a flush
+PENDING_WRITE_THRESHOLD: Final = 512  # entries buffered before they are written without a flush
 
 
 class OffsetPosition(tuple[int, int]):
@@ -83,25 +83,27 @@ class _IndexFile:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max_index_size // self.entry_struct.size
-        self._keys: list[int] = []
-        self._values: list[int] = []
-        self._written = 0  # entries already in the file
+        # The entries, as parallel lists (offset index: relative offsets and positions; time index:
+        # timestamps and relative offsets). Public for the segment's append path; read-only elsewhere.
+        self.keys: list[int] = []
+        self.values: list[int] = []
+        self.written = 0  # entries already in the file
         self._handle: FileHandle | None = None
 
     @property
     def entries(self) -> int:
-        return len(self._keys)
+        return len(self.keys)
 
     def __len__(self) -> int:
-        return len(self._keys)
+        return len(self.keys)
 
     @property
     def is_full(self) -> bool:
-        return len(self._keys) >= self.max_entries
+        return len(self.keys) >= self.max_entries
 
     @property
     def size_in_bytes(self) -> int:
-        return len(self._keys) * self.entry_struct.size
+        return len(self.keys) * self.entry_struct.size
 
     def _load_pairs(self) -> list[tuple[int, int]]:
         data = self.fs.read_file(self.path)
@@ -111,23 +113,23 @@ class _IndexFile:
                 f"index file {self.path} is {len(data)} bytes, not a multiple of the {size}-byte entry size"
             )
         pairs = [(int(a), int(b)) for a, b in self.entry_struct.iter_unpack(data)]
-        self._written = len(pairs)
+        self.written = len(pairs)
         return pairs
 
     def _append(self, key: int, value: int) -> None:
-        self._keys.append(key)
-        self._values.append(value)
-        if len(self._keys) - self._written >= _PENDING_WRITE_THRESHOLD:
+        self.keys.append(key)
+        self.values.append(value)
+        if len(self.keys) - self.written >= PENDING_WRITE_THRESHOLD:
             self.write_pending()
 
     def write_pending(self) -> None:
         """Hand the entries not yet in the file to the OS."""
-        if self._written == len(self._keys):
+        if self.written == len(self.keys):
             return
         pack = self.entry_struct.pack
-        chunk = b"".join(pack(self._keys[i], self._values[i]) for i in range(self._written, len(self._keys)))
+        chunk = b"".join(pack(self.keys[i], self.values[i]) for i in range(self.written, len(self.keys)))
         self._file().write(chunk)
-        self._written = len(self._keys)
+        self.written = len(self.keys)
 
     def _file(self) -> FileHandle:
         if self._handle is None:
@@ -135,17 +137,17 @@ class _IndexFile:
         return self._handle
 
     def _truncate_entries(self, keep: int) -> None:
-        del self._keys[keep:]
-        del self._values[keep:]
-        if keep < self._written:
+        del self.keys[keep:]
+        del self.values[keep:]
+        if keep < self.written:
             self._file().truncate(keep * self.entry_struct.size)
-            self._written = keep
+            self.written = keep
 
     def reset(self) -> None:
         """Drop every entry (recovery rebuilds from scratch)."""
-        self._keys.clear()
-        self._values.clear()
-        self._written = 0
+        self.keys.clear()
+        self.values.clear()
+        self.written = 0
         if self._handle is not None or self.fs.exists(self.path):
             self._file().truncate(0)
 
@@ -185,20 +187,20 @@ class OffsetIndex(_IndexFile):
                     f"index file {path}: entry ({base_offset + relative_offset}, {position}) follows "
                     f"({base_offset + previous_offset}, {previous_position}) in a {log_size}-byte log"
                 )
-            index._keys.append(relative_offset)
-            index._values.append(position)
+            index.keys.append(relative_offset)
+            index.values.append(position)
             previous_offset, previous_position = relative_offset, position
         return index
 
     @property
     def last_offset(self) -> int:
-        return self.base_offset + self._keys[-1] if self._keys else self.base_offset
+        return self.base_offset + self.keys[-1] if self.keys else self.base_offset
 
     def entry(self, n: int) -> OffsetPosition:
-        return OffsetPosition(self.base_offset + self._keys[n], self._values[n])
+        return OffsetPosition(self.base_offset + self.keys[n], self.values[n])
 
     def append(self, offset: int, position: int) -> None:
-        keys = self._keys
+        keys = self.keys
         relative = offset - self.base_offset
         if keys and relative <= keys[-1]:
             raise InvalidOffsetError(
@@ -212,20 +214,20 @@ class OffsetIndex(_IndexFile):
         if relative < 0 or relative > INT32_MAX:
             raise InvalidOffsetError(f"offset {offset} is not relative to base offset {self.base_offset}")
         keys.append(relative)
-        self._values.append(position)
-        if len(keys) - self._written >= _PENDING_WRITE_THRESHOLD:
+        self.values.append(position)
+        if len(keys) - self.written >= PENDING_WRITE_THRESHOLD:
             self.write_pending()
 
     def lookup(self, target_offset: int) -> OffsetPosition:
         """Largest entry with offset <= target, or ``(base_offset, 0)``."""
-        slot = bisect.bisect_right(self._keys, target_offset - self.base_offset) - 1
+        slot = bisect.bisect_right(self.keys, target_offset - self.base_offset) - 1
         if slot < 0:
             return OffsetPosition(self.base_offset, 0)
-        return OffsetPosition(self.base_offset + self._keys[slot], self._values[slot])
+        return OffsetPosition(self.base_offset + self.keys[slot], self.values[slot])
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries at or above ``offset``."""
-        self._truncate_entries(bisect.bisect_left(self._keys, offset - self.base_offset))
+        self._truncate_entries(bisect.bisect_left(self.keys, offset - self.base_offset))
 
 
 class TimeIndex(_IndexFile):
@@ -248,26 +250,26 @@ class TimeIndex(_IndexFile):
                     f"time index file {path}: entry ({timestamp}, {base_offset + relative_offset}) follows "
                     f"({previous_timestamp}, {base_offset + previous_offset})"
                 )
-            index._keys.append(timestamp)
-            index._values.append(relative_offset)
+            index.keys.append(timestamp)
+            index.values.append(relative_offset)
             previous_timestamp, previous_offset = timestamp, relative_offset
         return index
 
     @property
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(NO_TIMESTAMP, base_offset)`` when empty (Kafka's ``lastEntry``)."""
-        if not self._keys:
+        if not self.keys:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return TimestampOffset(self._keys[-1], self.base_offset + self._values[-1])
+        return TimestampOffset(self.keys[-1], self.base_offset + self.values[-1])
 
     def entry(self, n: int) -> TimestampOffset:
-        return TimestampOffset(self._keys[n], self.base_offset + self._values[n])
+        return TimestampOffset(self.keys[n], self.base_offset + self.values[n])
 
     def maybe_append(self, timestamp: int, offset: int, *, skip_full_check: bool = False) -> None:
-        keys = self._keys
+        keys = self.keys
         if keys:
             last_timestamp = keys[-1]
-            last_offset = self.base_offset + self._values[-1]
+            last_offset = self.base_offset + self.values[-1]
             if offset < last_offset:
                 raise InvalidOffsetError(
                     f"attempt to append offset {offset} to time index {self.path} whose last "
@@ -285,10 +287,10 @@ class TimeIndex(_IndexFile):
         if not skip_full_check and len(keys) >= self.max_entries:
             raise AssertionError(f"attempt to append to a full time index {self.path}")
         keys.append(timestamp)
-        self._values.append(offset - self.base_offset)
-        if len(keys) - self._written >= _PENDING_WRITE_THRESHOLD:
+        self.values.append(offset - self.base_offset)
+        if len(keys) - self.written >= PENDING_WRITE_THRESHOLD:
             self.write_pending()
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries whose offset is at or above ``offset``."""
-        self._truncate_entries(bisect.bisect_left(self._values, offset - self.base_offset))
+        self._truncate_entries(bisect.bisect_left(self.values, offset - self.base_offset))

@@ -43,9 +43,9 @@ rebuilt, newer leader epochs re-assigned from the batches, and the producer stat
 batch headers from the first segment (no producer snapshot files are written; in-memory snapshots
 taken at each roll make truncation rescan only from the last roll below the truncation point).
 
-*Value types.* ``LogAppendInfo``, ``LogReadInfo`` and ``LogOffsetMetadata`` are NamedTuples, not
-frozen dataclasses: one is built per append or read, and a tuple costs a fifth of a frozen dataclass.
-They are immutable all the same.
+*Value types* (``LogAppendInfo``, ``LogReadInfo``, ...) and ``FlushJob`` live in log_types.py;
+retention rules in retention.py; loading and recovery in log_loader.py; batch validation and offset
+assignment in log_validator.py.
 
 What this module deliberately does not know: replication roles, ISR, the controller, transactions
 (no LSO, no aborted-transaction index), compaction.
@@ -56,9 +56,7 @@ from __future__ import annotations
 import bisect
 import posixpath
 import random
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import NamedTuple, TypeAlias
+from collections.abc import Iterator
 
 from runtime.storage.checkpoint import LeaderEpochCheckpointFile
 from runtime.storage.compression import CompressionType
@@ -73,111 +71,21 @@ from runtime.storage.errors import (
 from runtime.storage.fs import FileSystem
 from runtime.storage.leader_epoch import LeaderEpochCache
 from runtime.storage.log_loader import load_segments
+from runtime.storage.log_types import FlushJob, LogAppendInfo, LogOffsetMetadata, LogReadInfo, LogStatistics
 from runtime.storage.log_validator import Analysis, analyze, assign_offsets
 from runtime.storage.producer_state import ProducerAppend, ProducerStateManager
 from runtime.storage.records import NO_TIMESTAMP, BatchHeader
+from runtime.storage.retention import (
+    SegmentPredicate,
+    deletable_segments,
+    log_start_offset_breached,
+    size_breached,
+    time_breached,
+)
 from runtime.storage.segment import LogSegment
 
 __all__ = ["FlushJob", "Log", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo", "LogStatistics"]
-
-_SegmentPredicate: TypeAlias = Callable[[LogSegment, LogSegment | None], bool]
-
-
-class LogOffsetMetadata(NamedTuple):
-    """An offset and where it is: the base offset of its segment and a byte position in it."""
-
-    message_offset: int
-    segment_base_offset: int = -1
-    relative_position_in_segment: int = -1
-
-
-class LogAppendInfo(NamedTuple):
-    """The outcome of an append (Kafka's ``LogAppendInfo``).
-
-    ``duplicate`` is True when an idempotent producer's retried batch was recognised: nothing was
-    written and the offsets and timestamp are those of the original. ``first_offset`` is -1 when the
-    input held no complete batch. ``flush_up_to_offset`` is set when a flush is due (see log.py).
-    """
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    log_append_time_ms: int
-    log_start_offset: int
-    record_count: int
-    valid_bytes: int
-    source_codec: CompressionType
-    target_codec: CompressionType
-    last_leader_epoch: int
-    duplicate: bool = False
-    flush_up_to_offset: int | None = None
-
-
-class LogReadInfo(NamedTuple):
-    """Whole batches from the one holding ``fetch_offset_metadata.message_offset`` (possibly ending
-    with a partial batch, which readers drop), plus the log's offsets when the read happened."""
-
-    records: bytes
-    fetch_offset_metadata: LogOffsetMetadata
-    first_entry_incomplete: bool
-    high_watermark: int
-    log_start_offset: int
-    log_end_offset: int
-
-
-@dataclass(frozen=True, slots=True)
-class LogStatistics:
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    recovery_point: int
-    segment_count: int
-    size_in_bytes: int
-    latest_leader_epoch: int
-    producer_count: int
-
-
-class FlushJob:
-    """fsyncs to perform off the event loop. ``run()`` may be called from any thread, any number of
-    times; files deleted meanwhile are skipped (they need no durability)."""
-
-    __slots__ = ("directory", "directory_changes", "fs", "generation", "paths", "up_to_offset")
-
-    def __init__(
-        self,
-        fs: FileSystem,
-        paths: tuple[str, ...],
-        directory: str | None,
-        *,
-        up_to_offset: int,
-        generation: int,
-        directory_changes: int,
-    ) -> None:
-        self.fs = fs
-        self.paths = paths
-        self.directory = directory
-        self.up_to_offset = up_to_offset
-        self.generation = generation
-        self.directory_changes = directory_changes
-
-    def __repr__(self) -> str:
-        return (
-            f"FlushJob(up_to_offset={self.up_to_offset}, files={len(self.paths)}, directory={self.directory})"
-        )
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.paths and self.directory is None
-
-    def run(self) -> None:
-        for path in self.paths:
-            try:
-                self.fs.fsync_path(path)
-            except FileNotFoundError:
-                continue
-        if self.directory is not None:
-            self.fs.fsync_dir(self.directory)
+# The value types live in log_types.py; they are re-exported here because they are the Log's API.
 
 
 class Log:
@@ -192,10 +100,10 @@ class Log:
         self._segments: dict[int, LogSegment] = {}
         self._bases: list[int] = []
         self._log_end_offset = 0
-        self.log_start_offset = log_start_offset
-        self.high_watermark = 0
-        self.recovery_point = 0
-        self.last_flush_ms = 0
+        self._log_start_offset = log_start_offset
+        self._high_watermark = 0
+        self._recovery_point = 0
+        self._last_flush_ms = 0
         self._truncation_generation = 0
         self._directory_changes = 0
         self._directory_changes_synced = 0
@@ -247,13 +155,13 @@ class Log:
         for segment in loaded.segments:
             log._add_segment(segment)
         log._log_end_offset = loaded.log_end_offset
-        log.recovery_point = loaded.recovery_point
-        log.last_flush_ms = now_ms
+        log._recovery_point = loaded.recovery_point
+        log._last_flush_ms = now_ms
         log.leader_epoch_cache.truncate_from_end(log._log_end_offset)
-        log.log_start_offset = max(log_start_offset, log._bases[0])
-        log.leader_epoch_cache.truncate_from_start(log.log_start_offset)
+        log._log_start_offset = max(log_start_offset, log._bases[0])
+        log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
         log._rebuild_producer_state(log._log_end_offset)
-        log.producer_state.truncate_head(log.log_start_offset)
+        log.producer_state.truncate_head(log._log_start_offset)
         log.update_high_watermark(high_watermark)
         log._directory_changes = 1  # The directory's entries are not known to be durable yet.
         return log
@@ -263,6 +171,23 @@ class Log:
     @property
     def log_end_offset(self) -> int:
         return self._log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @property
+    def recovery_point(self) -> int:
+        """Every offset below it is on disk (fsynced)."""
+        return self._recovery_point
+
+    @property
+    def last_flush_ms(self) -> int:
+        return self._last_flush_ms
 
     @property
     def log_end_offset_metadata(self) -> LogOffsetMetadata:
@@ -283,10 +208,10 @@ class Log:
 
     def statistics(self) -> LogStatistics:
         return LogStatistics(
-            self.log_start_offset,
+            self._log_start_offset,
             self._log_end_offset,
-            self.high_watermark,
-            self.recovery_point,
+            self._high_watermark,
+            self._recovery_point,
             len(self._bases),
             self.size_in_bytes,
             self.leader_epoch_cache.latest_epoch if self.leader_epoch_cache.latest_epoch is not None else -1,
@@ -299,26 +224,26 @@ class Log:
             raise ValueError(
                 f"high watermark {new_high_watermark} would exceed the log end offset {self._log_end_offset}"
             )
-        if new_high_watermark > self.high_watermark:
-            self.high_watermark = new_high_watermark
+        if new_high_watermark > self._high_watermark:
+            self._high_watermark = new_high_watermark
             return True
         return False
 
     def update_high_watermark(self, high_watermark: int) -> int:
         """Follower and load path: set, clamped to ``[log_start_offset, log_end_offset]``."""
-        self.high_watermark = min(max(high_watermark, self.log_start_offset), self._log_end_offset)
-        return self.high_watermark
+        self._high_watermark = min(max(high_watermark, self._log_start_offset), self._log_end_offset)
+        return self._high_watermark
 
     def maybe_increment_log_start_offset(self, new_log_start_offset: int) -> bool:
         """DeleteRecords and followers adopting the leader's start offset (never above the HW)."""
-        if new_log_start_offset > self.high_watermark:
+        if new_log_start_offset > self._high_watermark:
             raise OffsetOutOfRangeError(
                 f"cannot increment the log start offset to {new_log_start_offset} of {self.directory}: it is "
-                f"larger than the high watermark {self.high_watermark}"
+                f"larger than the high watermark {self._high_watermark}"
             )
-        if new_log_start_offset <= self.log_start_offset:
+        if new_log_start_offset <= self._log_start_offset:
             return False
-        self.log_start_offset = new_log_start_offset
+        self._log_start_offset = new_log_start_offset
         self.leader_epoch_cache.truncate_from_start(new_log_start_offset)
         self.producer_state.truncate_head(new_log_start_offset)
         return True
@@ -357,7 +282,7 @@ class Log:
                         duplicate.timestamp,
                         duplicate.last_offset,
                         duplicate.timestamp if assigned.log_append_time_ms != NO_TIMESTAMP else NO_TIMESTAMP,
-                        self.log_start_offset,
+                        self._log_start_offset,
                         duplicate.last_offset - duplicate.first_offset + 1,
                         analysis.valid_bytes,
                         analysis.source_codec,
@@ -426,7 +351,7 @@ class Log:
 
     def _nothing_appended(self, analysis: Analysis) -> LogAppendInfo:
         return LogAppendInfo(
-            -1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset, 0, 0,
+            -1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self._log_start_offset, 0, 0,
             analysis.source_codec, analysis.source_codec, -1,
         )  # fmt: skip
 
@@ -486,7 +411,7 @@ class Log:
         flush_up_to_offset = self._pending_roll_flush
         if flush_up_to_offset is not None:
             self._pending_roll_flush = None
-        if self._flush_every_batch or log_end_offset - self.recovery_point >= self._flush_messages:
+        if self._flush_every_batch or log_end_offset - self._recovery_point >= self._flush_messages:
             flush_up_to_offset = log_end_offset
         return LogAppendInfo(
             first_offset,
@@ -494,7 +419,7 @@ class Log:
             max_timestamp,
             offset_of_max_timestamp,
             log_append_time_ms,
-            self.log_start_offset,
+            self._log_start_offset,
             analysis.record_count,
             size,
             analysis.source_codec,
@@ -594,13 +519,13 @@ class Log:
 
     def _empty_read(self, metadata: LogOffsetMetadata) -> LogReadInfo:
         return LogReadInfo(
-            b"", metadata, False, self.high_watermark, self.log_start_offset, self._log_end_offset
+            b"", metadata, False, self._high_watermark, self._log_start_offset, self._log_end_offset
         )
 
     def _out_of_range(self, offset: int) -> OffsetOutOfRangeError:
         return OffsetOutOfRangeError(
             f"received request for offset {offset} of {self.directory}, but we only have log segments in the "
-            f"range {self.log_start_offset} to {self._log_end_offset}"
+            f"range {self._log_start_offset} to {self._log_end_offset}"
         )
 
     def convert_to_offset_metadata(self, offset: int) -> LogOffsetMetadata:
@@ -609,7 +534,7 @@ class Log:
         if offset == self._log_end_offset:
             return self.log_end_offset_metadata
         floor = self._floor_segment(offset)
-        if offset > self._log_end_offset or floor is None or offset < self.log_start_offset:
+        if offset > self._log_end_offset or floor is None or offset < self._log_start_offset:
             raise self._out_of_range(offset)
         for segment in self._segments_from(floor):
             found = segment.translate_offset(offset)
@@ -632,7 +557,7 @@ class Log:
         if start_offset == log_end_offset:
             return self._empty_read(self.log_end_offset_metadata)
         floor = self._floor_segment(start_offset)
-        if start_offset > log_end_offset or floor is None or start_offset < self.log_start_offset:
+        if start_offset > log_end_offset or floor is None or start_offset < self._log_start_offset:
             raise self._out_of_range(start_offset)
         if max_offset is None or max_offset >= log_end_offset:
             bound = self.log_end_offset_metadata
@@ -653,8 +578,8 @@ class Log:
                     data,
                     LogOffsetMetadata(start_offset, segment.base_offset, position),
                     incomplete,
-                    self.high_watermark,
-                    self.log_start_offset,
+                    self._high_watermark,
+                    self._log_start_offset,
                     log_end_offset,
                 )
             if bound.segment_base_offset == segment.base_offset:
@@ -677,9 +602,9 @@ class Log:
         self._make_truncation_durable(self.active_segment)
         self._truncation_generation += 1
         self._log_end_offset = target_offset
-        self.high_watermark = min(self.high_watermark, target_offset)
-        self.recovery_point = min(self.recovery_point, target_offset)
-        self.log_start_offset = min(self.log_start_offset, target_offset)
+        self._high_watermark = min(self._high_watermark, target_offset)
+        self._recovery_point = min(self._recovery_point, target_offset)
+        self._log_start_offset = min(self._log_start_offset, target_offset)
         self.leader_epoch_cache.truncate_from_end(target_offset)
         self._rebuild_producer_state(target_offset)
         return True
@@ -706,9 +631,9 @@ class Log:
         self.leader_epoch_cache.clear_and_flush()
         self.producer_state.truncate_fully()
         self.producer_state.map_end_offset = new_offset
-        self.recovery_point = min(self.recovery_point, new_offset)
-        self.log_start_offset = new_offset
-        self.high_watermark = new_offset
+        self._recovery_point = min(self._recovery_point, new_offset)
+        self._log_start_offset = new_offset
+        self._high_watermark = new_offset
 
     def _make_truncation_durable(self, truncated: LogSegment | None) -> None:
         """fsync the truncated segment and the directory (renamed and new segment files) right away:
@@ -746,8 +671,8 @@ class Log:
         """The fsyncs that make ``[recovery_point, up_to_offset)`` durable (default: everything)."""
         target = self._log_end_offset if up_to_offset is None else min(up_to_offset, self._log_end_offset)
         paths: list[str] = []
-        if target > self.recovery_point:
-            start = self._floor_segment(self.recovery_point)
+        if target > self._recovery_point:
+            start = self._floor_segment(self._recovery_point)
             for segment in self._segments_from(start if start is not None else self.segments[0]):
                 if segment.base_offset >= target:
                     break
@@ -758,7 +683,7 @@ class Log:
             self.fs,
             tuple(paths),
             directory,
-            up_to_offset=max(target, self.recovery_point),
+            up_to_offset=max(target, self._recovery_point),
             generation=self._truncation_generation,
             directory_changes=self._directory_changes,
         )
@@ -767,9 +692,9 @@ class Log:
         """After ``job.run()`` succeeded: advance the recovery point (unless truncated meanwhile)."""
         if job.directory is not None:
             self._directory_changes_synced = max(self._directory_changes_synced, job.directory_changes)
-        if job.generation == self._truncation_generation and job.up_to_offset > self.recovery_point:
-            self.recovery_point = min(job.up_to_offset, self._log_end_offset)
-        self.last_flush_ms = now_ms
+        if job.generation == self._truncation_generation and job.up_to_offset > self._recovery_point:
+            self._recovery_point = min(job.up_to_offset, self._log_end_offset)
+        self._last_flush_ms = now_ms
 
     def flush(self, up_to_offset: int | None = None, *, now_ms: int) -> None:
         """Synchronous flush (shutdown, tests): fsync on the calling thread."""
@@ -780,56 +705,37 @@ class Log:
     def flush_due(self, now_ms: int) -> bool:
         """The ``flush.ms`` rule, for a periodic task: unflushed data and ``flush.ms`` elapsed."""
         return (
-            self._log_end_offset > self.recovery_point and now_ms - self.last_flush_ms >= self.config.flush_ms
+            self._log_end_offset > self._recovery_point
+            and now_ms - self._last_flush_ms >= self.config.flush_ms
         )
 
     # ----------------------------------------------------------------------------- retention
 
     def delete_old_segments(self, *, now_ms: int, wall_clock_ms: int) -> int:
-        """Retention by time and size (if ``cleanup.policy`` has ``delete``) and by log start offset.
-        Nothing at or above the high watermark is deleted. Returns the number of segments deleted."""
+        """Retention by time and size (if ``cleanup.policy`` has ``delete``) and by log start offset
+        (always), in that order; nothing at or above the high watermark goes (retention.py).
+        Returns the number of segments deleted."""
+        config = self.config
         deleted = 0
-        if self.config.delete_retention_enabled:
-            if self.config.retention_ms >= 0:
-                retention_ms = self.config.retention_ms
-                deleted += self._delete_segments_while(
-                    lambda segment, _next: wall_clock_ms - segment.largest_timestamp > retention_ms,
-                    now_ms=now_ms,
-                    wall_clock_ms=wall_clock_ms,
+        if config.delete_retention_enabled:
+            if config.retention_ms >= 0:
+                deleted += self._delete_segments(
+                    time_breached(config.retention_ms, wall_clock_ms), now_ms, wall_clock_ms
                 )
-            if self.config.retention_bytes >= 0 and self.size_in_bytes >= self.config.retention_bytes:
-                budget = [self.size_in_bytes - self.config.retention_bytes]
-
-                def over_size(segment: LogSegment, _next: LogSegment | None) -> bool:
-                    if budget[0] - segment.size >= 0:
-                        budget[0] -= segment.size
-                        return True
-                    return False
-
-                deleted += self._delete_segments_while(over_size, now_ms=now_ms, wall_clock_ms=wall_clock_ms)
-        start = self.log_start_offset
-        deleted += self._delete_segments_while(
-            lambda _segment, following: following is not None and following.base_offset <= start,
-            now_ms=now_ms,
-            wall_clock_ms=wall_clock_ms,
+            if config.retention_bytes >= 0 and self.size_in_bytes >= config.retention_bytes:
+                predicate = size_breached(self.size_in_bytes, config.retention_bytes)
+                deleted += self._delete_segments(predicate, now_ms, wall_clock_ms)
+        deleted += self._delete_segments(
+            log_start_offset_breached(self._log_start_offset), now_ms, wall_clock_ms
         )
         return deleted
 
-    def _delete_segments_while(self, predicate: _SegmentPredicate, *, now_ms: int, wall_clock_ms: int) -> int:
-        deletable: list[LogSegment] = []
-        segments = self.segments
-        for position, segment in enumerate(segments):
-            following = segments[position + 1] if position + 1 < len(segments) else None
-            upper_bound = following.base_offset if following is not None else self._log_end_offset
-            last_and_empty = following is None and segment.size == 0
-            if self.high_watermark >= upper_bound and not last_and_empty and predicate(segment, following):
-                deletable.append(segment)
-            else:
-                break
+    def _delete_segments(self, predicate: SegmentPredicate, now_ms: int, wall_clock_ms: int) -> int:
+        deletable = deletable_segments(self.segments, self._log_end_offset, self._high_watermark, predicate)
         if not deletable:
             return 0
-        if len(deletable) == len(segments):
-            self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms)
+        if len(deletable) == len(self._bases):
+            self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms)  # there is always at least one segment
         self._remove_segments(deletable, now_ms=now_ms)
         self.maybe_increment_log_start_offset(self._bases[0])
         return len(deletable)

@@ -27,7 +27,7 @@ from typing import Final
 from runtime.storage.config import LogConfig
 from runtime.storage.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
 from runtime.storage.fs import FileHandle, FileSystem
-from runtime.storage.index import OffsetIndex, TimeIndex
+from runtime.storage.index import PENDING_WRITE_THRESHOLD, OffsetIndex, TimeIndex
 from runtime.storage.records import (
     HEADER_STRUCT,
     LOG_OVERHEAD,
@@ -293,13 +293,31 @@ class LogSegment:
             self.max_timestamp_so_far = largest_timestamp
             self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
         if self.bytes_since_last_index_entry > self._index_interval_bytes:
-            self.offset_index.append(largest_offset, physical_position)
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+            self._add_index_entries(relative, physical_position)
             self.bytes_since_last_index_entry = size
         else:
             self.bytes_since_last_index_entry += size
         if wall_clock_ms:
             self.last_modified_ms = wall_clock_ms
+
+    def _add_index_entries(self, relative_offset: int, physical_position: int) -> None:
+        """``OffsetIndex.append`` and ``TimeIndex.maybe_append`` for the append path, in one call."""
+        offset_index = self.offset_index
+        keys = offset_index.keys
+        if keys and relative_offset <= keys[-1]:
+            raise InvalidOffsetError(
+                f"attempt to append offset {self.base_offset + relative_offset} to index {offset_index.path} "
+                f"whose last offset is {offset_index.last_offset}"
+            )
+        if len(keys) >= offset_index.max_entries:
+            raise AssertionError(f"attempt to append to a full index {offset_index.path}")
+        keys.append(relative_offset)
+        offset_index.values.append(physical_position)
+        timestamps = self.time_index.keys
+        if not timestamps or self.max_timestamp_so_far > timestamps[-1]:
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+        if len(keys) - offset_index.written >= PENDING_WRITE_THRESHOLD:
+            self.write_pending_index_entries()
 
     # ------------------------------------------------------------------------------ rolling
 
@@ -328,8 +346,8 @@ class LogSegment:
                 return True
         relative = max_offset_in_messages - self.base_offset
         return (
-            len(self.offset_index) >= self.offset_index.max_entries
-            or len(self.time_index) >= self.time_index.max_entries
+            len(self.offset_index.keys) >= self.offset_index.max_entries
+            or len(self.time_index.keys) >= self.time_index.max_entries
             or relative < 0
             or relative > INT32_MAX
         )
