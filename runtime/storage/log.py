@@ -72,7 +72,7 @@ from runtime.storage.fs import FileSystem
 from runtime.storage.leader_epoch import LeaderEpochCache
 from runtime.storage.log_loader import load_segments
 from runtime.storage.log_types import FlushJob, LogAppendInfo, LogOffsetMetadata, LogReadInfo, LogStatistics
-from runtime.storage.log_validator import Analysis, analyze, assign_offsets
+from runtime.storage.log_validator import Analysis, LeaderPlan, analyze, assign_offsets
 from runtime.storage.producer_state import ProducerAppend, ProducerStateManager
 from runtime.storage.records import NO_TIMESTAMP, BatchHeader
 from runtime.storage.retention import (
@@ -95,7 +95,6 @@ class Log:
         """Use ``Log.open``; this only sets fields."""
         self.fs = fs
         self.directory = directory
-        self.config = config
         self._rng = rng
         self._segments: dict[int, LogSegment] = {}
         self._bases: list[int] = []
@@ -110,14 +109,26 @@ class Log:
         self._pending_roll_flush: int | None = None
         self._pending_deletes: list[tuple[int, list[str]]] = []
         self.producer_state = ProducerStateManager()
-        self._flush_every_batch = config.flush_policy is FlushPolicy.PER_BATCH
-        self._flush_messages = config.flush_messages
-        self._max_message_bytes = config.max_message_bytes
-        self._segment_bytes = config.segment_bytes
+        self._apply_config(config)
         self._active: LogSegment
         self.leader_epoch_cache = LeaderEpochCache(
             lambda: self._log_end_offset, LeaderEpochCheckpointFile(fs, directory), entries=()
         )
+
+    def _apply_config(self, config: LogConfig) -> None:
+        # Config values the append path reads, copied to attributes once.
+        self.config = config
+        self._flush_every_batch = config.flush_policy is FlushPolicy.PER_BATCH
+        self._flush_messages = config.flush_messages
+        self._max_message_bytes = config.max_message_bytes
+        self._segment_bytes = config.segment_bytes
+        self._leader_plan = LeaderPlan.of(config)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Apply a topic config change (Kafka's ``Log.updateConfig``) to this log and its segments."""
+        self._apply_config(config)
+        for segment in self._segments.values():
+            segment.update_config(config)
 
     @classmethod
     def open(
@@ -267,12 +278,13 @@ class Log:
         assigned = assign_offsets(
             analysis,
             records,
-            first_offset=self._log_end_offset,
-            leader_epoch=leader_epoch,
-            config=self.config,
-            wall_clock_ms=wall_clock_ms,
+            self._log_end_offset,
+            leader_epoch,
+            self.config,
+            wall_clock_ms,
+            self._leader_plan,
         )
-        for header in assigned.headers:
+        for header in assigned.headers if analysis.has_producer_ids else ():
             if header.has_producer_id:
                 duplicate = self.producer_state.find_duplicate(header)
                 if duplicate is not None:

@@ -61,12 +61,14 @@ from runtime.storage.records import (
     set_partition_leader_epoch,
 )
 
-__all__ = ["Analysis", "AssignedOffsets", "analyze", "assign_offsets"]
+__all__ = ["Analysis", "AssignedOffsets", "LeaderPlan", "analyze", "assign_offsets"]
 
 _PREFIX: Final = struct.Struct(">qi")
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
 _MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+_HEADER_PREFIX: Final = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
+_PREFIX_SIZE: Final = 17  # up to the CRC: everything the leader rewrites in the common case
 
 
 class Analysis(NamedTuple):
@@ -229,21 +231,41 @@ def _check_timestamp_bounds(min_timestamp: int, max_timestamp: int, config: LogC
             )
 
 
+class LeaderPlan(NamedTuple):
+    """What a LogConfig means for the leader's path, worked out once per log, not per append."""
+
+    log_append_time: bool
+    walk_records: bool
+    uncompressed_in_place: bool  # compression.type is producer or uncompressed
+
+    @classmethod
+    def of(cls, config: LogConfig) -> LeaderPlan:
+        log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        return cls(
+            log_append_time,
+            config.records_validation is RecordsValidation.FULL
+            or (not log_append_time and config.message_timestamp_difference_max_ms != LONG_MAX),
+            config.compression_type.target_codec(CompressionType.NONE) == CompressionType.NONE,
+        )
+
+
 def assign_offsets(
     analysis: Analysis,
     data: bytes | bytearray | memoryview,
-    *,
     first_offset: int,
     leader_epoch: int,
     config: LogConfig,
     wall_clock_ms: int,
+    plan: LeaderPlan | None = None,
 ) -> AssignedOffsets:
     """Validate client batches and stamp them with offsets from ``first_offset`` (see module doc)."""
+    if plan is None:
+        plan = LeaderPlan.of(config)
     for header in analysis.headers:
         _validate_batch(header)
+    if analysis.source_codec == CompressionType.NONE and plan.uncompressed_in_place:
+        return _in_place_uncompressed(analysis, data, first_offset, leader_epoch, config, wall_clock_ms, plan)
     target_codec = config.compression_type.target_codec(analysis.source_codec)
-    if analysis.source_codec == CompressionType.NONE and target_codec == CompressionType.NONE:
-        return _in_place_uncompressed(analysis, data, first_offset, leader_epoch, config, wall_clock_ms)
     return _compressed(analysis, data, first_offset, leader_epoch, config, wall_clock_ms, target_codec)
 
 
@@ -254,20 +276,21 @@ def _in_place_uncompressed(
     leader_epoch: int,
     config: LogConfig,
     now_ms: int,
+    plan: LeaderPlan,
 ) -> AssignedOffsets:
-    """Stamp each batch without copying it: a new 61-byte header is packed and the rest of the batch
-    is passed on as a view, to be written with one gathering write."""
+    """Stamp each batch without copying it: the first 17 bytes (baseOffset, batchLength,
+    partitionLeaderEpoch, magic) are packed anew and the rest of the batch is passed on as a view, to be
+    written with one gathering write. A changed maxTimestamp or timestamp type (LogAppendTime) needs a
+    whole new header and a CRC computed over it and the untouched records."""
     view = memoryview(data)
-    log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
-    walk_records = config.records_validation is RecordsValidation.FULL or (
-        not log_append_time and config.message_timestamp_difference_max_ms != LONG_MAX
-    )
+    log_append_time, walk_records, _ = plan
     next_offset = first_offset
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
     headers: list[BatchHeader] = []
     parts: list[bytes | bytearray | memoryview] = []
     pack_header = HEADER_STRUCT.pack
+    pack_prefix = _HEADER_PREFIX.pack
     new_tuple = tuple.__new__
     crc = crc32c.crc32c
     for header, position in zip(analysis.headers, analysis.positions, strict=True):
@@ -282,26 +305,32 @@ def _in_place_uncompressed(
             # Header-level validation: the producer's maxTimestamp stands (the CRC vouches for it).
             batch_max_timestamp = header.max_timestamp
             offset_of_batch_max = next_offset - 1
-        fields = list(header)
-        fields[0] = base_offset
-        fields[2] = leader_epoch
-        if log_append_time:
-            fields[5] = header.attributes | TIMESTAMP_TYPE_MASK
-            fields[8] = now_ms
-        else:
-            fields[8] = batch_max_timestamp
-            if batch_max_timestamp > max_timestamp:
-                max_timestamp = batch_max_timestamp
-                offset_of_max_timestamp = offset_of_batch_max
         end = position + header.batch_length + LOG_OVERHEAD
-        body = view[position + RECORD_BATCH_OVERHEAD : end]
-        if fields[5] != header.attributes or fields[8] != header.max_timestamp:
-            # Attributes and maxTimestamp are covered by the CRC: recompute it, header part first.
-            packed = pack_header(*fields)
-            fields[4] = crc(body, crc(packed[ATTRIBUTES_OFFSET:]))
-        headers.append(new_tuple(BatchHeader, fields))
-        parts.append(pack_header(*fields))
-        parts.append(body)
+        if log_append_time or batch_max_timestamp != header.max_timestamp:
+            # Attributes and maxTimestamp are covered by the CRC: new header, CRC recomputed.
+            fields = list(header)
+            fields[0] = base_offset
+            fields[2] = leader_epoch
+            if log_append_time:
+                fields[5] = header.attributes | TIMESTAMP_TYPE_MASK
+                fields[8] = now_ms
+            else:
+                fields[8] = batch_max_timestamp
+            body = view[position + RECORD_BATCH_OVERHEAD : end]
+            fields[4] = crc(body, crc(pack_header(*fields)[ATTRIBUTES_OFFSET:]))
+            headers.append(new_tuple(BatchHeader, fields))
+            parts.append(pack_header(*fields))
+            parts.append(body)
+        else:
+            # The common case: only baseOffset and partitionLeaderEpoch change, both outside the CRC.
+            headers.append(
+                new_tuple(BatchHeader, (base_offset, header.batch_length, leader_epoch, *header[3:]))
+            )
+            parts.append(pack_prefix(base_offset, header.batch_length, leader_epoch, MAGIC_V2))
+            parts.append(view[position + _PREFIX_SIZE : end])
+        if not log_append_time and batch_max_timestamp > max_timestamp:
+            max_timestamp = batch_max_timestamp
+            offset_of_max_timestamp = offset_of_batch_max
     if log_append_time:
         max_timestamp = now_ms
         offset_of_max_timestamp = next_offset - 1

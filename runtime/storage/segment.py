@@ -196,6 +196,13 @@ class LogSegment:
         segment.last_modified_ms = fs.modified_ms(log_path)
         return segment
 
+    def update_config(self, config: LogConfig) -> None:
+        """A topic config change: roll, index spacing and sizes apply from now on."""
+        self.config = config
+        self._index_interval_bytes = config.index_interval_bytes
+        self._segment_bytes = config.segment_bytes
+        self._segment_ms = config.segment_ms
+
     def load_indexes(self) -> None:
         """Load and sanity-check both index files (``CorruptIndexError``/``FileNotFoundError`` mean
         the caller must ``recover()`` instead), then the largest timestamp."""

@@ -120,3 +120,14 @@ def test_only_os_fs_touches_the_real_file_system() -> None:
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
                 offenders.append(f"{path.name}: open()")
     assert offenders == []
+
+
+def test_a_config_change_applies_to_later_appends() -> None:
+    log = open_log(MemoryFileSystem())
+    one = batch(b"x" * 20)
+    log.append_as_leader(one, 0, now_ms=0, wall_clock_ms=0)
+    log.update_config(LogConfig(segment_bytes=len(one) * 2, max_message_bytes=len(one)))
+    log.append_as_leader(one, 0, now_ms=0, wall_clock_ms=0)
+    log.append_as_leader(one, 0, now_ms=0, wall_clock_ms=0)
+    assert [s.base_offset for s in log.segments] == [0, 2]
+    assert log.config.segment_bytes == len(one) * 2
