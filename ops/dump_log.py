@@ -38,6 +38,12 @@ _CHECKPOINT_FIELDS = {
 }
 
 
+def _base_offset_of(path: str) -> int:
+    """The base offset a segment file's name gives (``00000000000000000042.log`` -> 42), else 0."""
+    stem = os.path.basename(path).split(".")[0]
+    return int(stem) if stem.isdigit() else 0
+
+
 def _text(data: bytes | None) -> str:
     return "null" if data is None else data.decode("utf-8", errors="backslashreplace")
 
@@ -53,7 +59,7 @@ def dump_log(path: str, *, deep_iteration: bool, print_data: bool, out: Callable
     ok = True
     valid_bytes = 0
     try:
-        out(f"Starting offset: {int(os.path.basename(path).split('.')[0] or 0)}")
+        out(f"Starting offset: {_base_offset_of(path)}")
         try:
             for batch in read_file_batches(handle):
                 ok = _dump_batch(batch, deep_iteration=deep_iteration, print_data=print_data, out=out) and ok
@@ -117,7 +123,7 @@ def dump_index(
 ) -> bool:
     fs = OsFileSystem()
     data = fs.read_file(path)
-    base_offset = int(os.path.basename(path).split(".")[0] or 0)
+    base_offset = _base_offset_of(path)
     whole = len(data) - len(data) % entry.size
     for first, second in entry.iter_unpack(data[:whole]):
         out(describe(base_offset, first, second))
@@ -140,6 +146,9 @@ def dump_checkpoint(path: str, fields: int, out: Callable[[str], None]) -> bool:
 
 def dump_file(path: str, *, deep_iteration: bool, print_data: bool, out: Callable[[str], None]) -> bool:
     out(f"Dumping {path}")
+    if os.path.isdir(path):
+        out(f"Error: {path} is a directory; pass the segment, index or checkpoint files in it")
+        return False
     name = os.path.basename(path)
     try:
         if name.endswith(".log"):

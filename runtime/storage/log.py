@@ -259,6 +259,11 @@ class Log:
         self.producer_state.truncate_head(new_log_start_offset)
         return True
 
+    def maybe_assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (``make_leader`` passes the log end
+        offset, so followers can ask about an epoch before anything was written in it)."""
+        self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int] | None:
         """``(epoch, end offset)`` from the leader epoch cache, or None if unknown (Kafka's
         ``Log.endOffsetForEpoch``)."""

@@ -178,3 +178,12 @@ def test_runs_as_a_module(log_dir: Path) -> None:
     )
     assert completed.returncode == 0, completed.stderr
     assert "baseOffset: 3 lastOffset: 3" in completed.stdout
+
+
+def test_odd_file_names_do_not_crash_the_tool(log_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    odd = log_dir / "copy-of-segment.log"
+    odd.write_bytes((log_dir / f"{SEGMENT}.log").read_bytes())
+    code, lines = _run(capsys, "--files", str(odd), str(log_dir))
+    assert lines[1] == "Starting offset: 0"
+    assert code == 1
+    assert lines[-1] == f"Error: {log_dir} is a directory; pass the segment, index or checkpoint files in it"
