@@ -1,0 +1,11 @@
+"""PySpark rollups of exported metric snapshots (``actorlog rollup``).
+
+The package is the only code that imports ``pyspark`` (``schema`` imports it lazily so that the
+snapshot writer, which shares the file schema, never starts a JVM). Modules:
+
+* ``schema``: the snapshot file schema (pyarrow and Spark) and the output tables' schemas;
+* ``session``: building the SparkSession without hard-coding the master;
+* ``transforms``: pure ``DataFrame -> DataFrame`` functions, the whole computation;
+* ``report``: the printed summary, the PNG plots and the HTML page, from small collected tables;
+* ``job``: the thin I/O ``main``: read Parquet, call the transforms, write tables and the report.
+"""

@@ -1,0 +1,434 @@
+"""``actorlog rollup``: the thin I/O shell around the transforms.
+
+It reads the snapshot Parquet files, calls the pure functions of ``transforms`` once per window
+size, writes every table to ``OUT/tables/<name>/`` (Parquet, overwritten, partitioned by
+``window`` where windowed), then reads the small aggregated tables back to print the summary and
+write the report (``OUT/report/index.html`` and PNGs). One progress line per stage, with the
+elapsed time.
+
+Tables:
+
+=====================  ===================================================================
+counter_windows        per counter series and window: increase, rate, PromQL increase, validity
+histogram_windows      per histogram (family, broker, labels) and window: count, sum, mean, p50, p99
+gauge_windows          per broker-level gauge series and window: time-weighted mean, min, max, last
+partition_windows      per partition and window: ISR min/max and changes, seconds under-replicated /
+                       under min ISR
+broker_windows         per broker and window: ISR churn, propagation outcomes, pending changes,
+                       offline partitions, elections, latency quantiles, bytes
+cluster_windows        per window: the broker numbers summed, histograms pooled across brokers
+flap_cycles            one row per ISR shrink undone within --flap-span
+flapping_partitions    partitions ranked by flap cycles
+=====================  ===================================================================
+
+Exit codes: 0 done; 2 no input (no snapshot files, or none holding a metric the rollup reads) or
+bad arguments; 1 Spark failed (one line with Spark's message; the stage is the last progress line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn, TypeVar
+
+from pyspark.errors import PySparkException
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from ops.rollup import metrics as M
+from ops.rollup import report, transforms
+from ops.rollup.schema import SNAPSHOT_GLOB, snapshot_struct_type
+from ops.rollup.session import build_session, plan_session
+from ops.rollup.transforms import RollupParameters, TumblingWindow
+from ops.snapshots import parse_duration_ms, snapshot_files
+
+__all__ = ["TABLES", "RollupOptions", "main", "run_rollup"]
+
+PROG = "actorlog rollup"
+TABLES = (
+    "counter_windows",
+    "histogram_windows",
+    "gauge_windows",
+    "partition_windows",
+    "broker_windows",
+    "cluster_windows",
+    "flap_cycles",
+    "flapping_partitions",
+)
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class RollupOptions:
+    snapshots: Path
+    out: Path
+    windows: tuple[TumblingWindow, ...]
+    min_samples: int = 3
+    flap_span_ms: int = 300_000
+    scrape_interval_ms: int = 10_000
+    as_of_ms: int | None = None
+    top: int = 10
+
+
+class NoInputError(Exception):
+    """Nothing to roll up; the message says why."""
+
+
+class Progress:
+    """One line per stage: ``[  12.3s] stage: detail``."""
+
+    def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
+        # Elapsed time for humans; not domain time, so the Clock port is not involved.
+        self._clock = clock
+        self._start = clock()
+
+    def stage(self, name: str, detail: str = "") -> None:
+        elapsed = self._clock() - self._start
+        print(f"[{elapsed:7.1f}s] {name}" + (f": {detail}" if detail else ""), flush=True)
+
+    def timed(self, name: str, action: Callable[[], _T], detail: Callable[[_T], str] | None = None) -> _T:
+        result = action()
+        self.stage(name, detail(result) if detail else "")
+        return result
+
+
+def _read_snapshots(spark: SparkSession, directory: Path) -> DataFrame:
+    # pathGlobFilter keeps *.parquet.tmp (a write in progress, or one a crash interrupted) out.
+    return (
+        spark.read.schema(snapshot_struct_type())
+        .option("pathGlobFilter", SNAPSHOT_GLOB)
+        .parquet(str(directory))
+    )
+
+
+def _write_table(frame: DataFrame, out: Path, name: str, partition_by_window: bool) -> None:
+    writer = frame.write.mode("overwrite")
+    if partition_by_window:
+        writer = writer.partitionBy("window")
+    writer.parquet(str(out / "tables" / name))
+
+
+def _read_table(spark: SparkSession, out: Path, name: str) -> DataFrame:
+    return spark.read.parquet(str(out / "tables" / name))
+
+
+def _rows(frame: DataFrame) -> list[dict[str, Any]]:
+    return [row.asDict() for row in frame.collect()]
+
+
+def run_rollup(spark: SparkSession, options: RollupOptions, progress: Progress) -> report.Summary:
+    """Read, transform, write; returns the summary (raises ``NoInputError`` when there is no input)."""
+    files = snapshot_files(options.snapshots)
+    if not files:
+        raise NoInputError(f"no snapshot files (*.parquet) under {options.snapshots}")
+    size = sum(path.stat().st_size for path in files)
+    progress.stage(
+        "input", f"{len(files):,} snapshot files, {size / 2**20:,.1f} MiB under {options.snapshots}"
+    )
+
+    snapshot = transforms.select_snapshot(_read_snapshots(spark, options.snapshots), M.rollup_sample_names())
+    if options.as_of_ms is not None:
+        # On the raw timestamp column, so that Parquet statistics can skip later files.
+        snapshot = snapshot.where(F.col("ts") <= F.timestamp_millis(F.lit(options.as_of_ms)))
+    samples = transforms.prepare_samples(snapshot)
+    # Two cached subsets, each one scan of the (many, small) snapshot files; everything else is
+    # computed from them. Per-partition gauges are most of the rows: only their non-zero values
+    # are kept (see transforms.partition_samples).
+    small = samples.where(F.col("metric").isin(_small_names())).cache()
+    partition_rows = transforms.partition_samples(
+        samples.where(F.col("metric").isin(_partition_names()))
+    ).cache()
+    counts = (small.count(), partition_rows.count())
+    progress.stage("scan", f"{counts[0]:,} broker-level samples, {counts[1]:,} non-zero partition samples")
+    if counts == (0, 0):
+        raise NoInputError(f"the snapshot files under {options.snapshots} hold no metric the rollup reads")
+
+    metas = [
+        frame.groupBy("metric").agg(F.min("ts_ms").alias("earliest"), F.max("ts_ms").alias("latest"))
+        for frame in (small, partition_rows)
+    ]
+    seen = [row.asDict() for meta in metas for row in meta.collect()]
+    earliest_ms = min(int(row["earliest"]) for row in seen)
+    as_of_ms = options.as_of_ms if options.as_of_ms is not None else max(int(row["latest"]) for row in seen)
+    present = frozenset(row["metric"] for row in seen) | _probe_all_zero_metrics(samples, seen)
+    progress.stage(
+        "metrics",
+        f"{len(present)} of {len(M.rollup_sample_names())} rollup metrics present, "
+        f"{_iso(earliest_ms)} .. {_iso(as_of_ms)} (as of)",
+    )
+
+    interval = options.scrape_interval_ms
+    instants = small.select("broker", "ts_ms").unionByName(partition_rows.select("broker", "ts_ms"))
+    scrapes = transforms.broker_scrapes(
+        instants, as_of_ms, max_hold_ms=2 * interval, last_hold_ms=interval
+    ).cache()
+    brokers = sorted(r["broker"] for r in scrapes.select("broker").distinct().collect())
+    progress.stage("scrapes", f"{scrapes.count():,} scrapes of {len(brokers)} brokers ({', '.join(brokers)})")
+
+    counter_names = [name for spec in (*M.COUNTERS, *M.HISTOGRAMS) for name in spec.sample_names]
+    counter_samples = transforms.dedupe_samples(small.where(F.col("metric").isin(counter_names)))
+    deltas = transforms.counter_deltas(counter_samples).cache()
+    gauge_names = [spec.name for spec in M.SCALAR_GAUGES]
+    gauges = transforms.dedupe_samples(small.where(F.col("metric").isin(gauge_names))).cache()
+    timeline = transforms.isr_timeline(partition_rows).cache()
+    progress.stage(
+        "series",
+        f"{deltas.count():,} counter samples, {gauges.count():,} gauge samples, "
+        f"{timeline.count():,} partition ISR samples",
+    )
+
+    windowed: dict[str, list[DataFrame]] = {name: [] for name in TABLES[:6]}
+    for window in options.windows:
+        parameters = RollupParameters(window=window, as_of_ms=as_of_ms, min_samples=options.min_samples)
+        series = transforms.counter_windows(deltas, parameters).cache()
+        histograms = transforms.histogram_windows(
+            series.where(F.col("metric").isin(_histogram_names())), parameters
+        )
+        gauge_rows = transforms.gauge_windows(gauges, scrapes, parameters).cache()
+        seconds = transforms.partition_gauge_seconds(partition_rows, scrapes, parameters).cache()
+        brokers_frame = transforms.broker_windows(
+            scrapes, series, gauge_rows, histograms, seconds, parameters, present
+        ).cache()
+        windowed["counter_windows"].append(
+            series.where(F.col("metric").isin([s.name for s in M.COUNTERS])).drop(
+                "window_start_ms", "label_key", "base_label_key", "le"
+            )
+        )
+        windowed["histogram_windows"].append(histograms.drop("window_start_ms", "base_label_key"))
+        windowed["gauge_windows"].append(gauge_rows.drop("window_start_ms", "label_key"))
+        windowed["partition_windows"].append(
+            transforms.partition_windows(timeline, seconds, parameters, present).drop("window_start_ms")
+        )
+        windowed["broker_windows"].append(brokers_frame.drop("window_start_ms"))
+        windowed["cluster_windows"].append(
+            transforms.cluster_windows(brokers_frame, series, parameters).drop("window_start_ms")
+        )
+        # Each table is written once for all window sizes (below), so the per-window frames stay
+        # cached until then.
+        progress.stage(f"window {window.label}", f"{brokers_frame.count():,} broker windows")
+
+    for name, frames in windowed.items():
+        _write_table(transforms.union_all(frames), options.out, name, partition_by_window=True)
+        progress.stage(f"wrote {name}", f"{_read_table(spark, options.out, name).count():,} rows")
+
+    cycles = transforms.flap_cycles(timeline, options.flap_span_ms)
+    _write_table(cycles, options.out, "flap_cycles", partition_by_window=False)
+    _write_table(
+        transforms.flapping_partitions(_read_table(spark, options.out, "flap_cycles")),
+        options.out,
+        "flapping_partitions",
+        partition_by_window=False,
+    )
+    flapping = _read_table(spark, options.out, "flapping_partitions")
+    progress.stage("wrote flapping tables", f"{flapping.count():,} flapping partitions")
+
+    smallest = min(options.windows, key=lambda w: w.ms)
+    # Times travel to the report as epoch milliseconds: collected timestamps would be naive datetimes
+    # in this machine's time zone.
+    window_start_ms = F.unix_millis("window_start").alias("window_start_ms")
+    cluster = _rows(
+        _read_table(spark, options.out, "cluster_windows")
+        .where(F.col("window") == smallest.label)
+        .select("*", window_start_ms)
+        .orderBy("window_start_ms")
+    )
+    broker_rows = _rows(
+        _read_table(spark, options.out, "broker_windows")
+        .where(F.col("window") == smallest.label)
+        .select(window_start_ms, "broker", "isr_shrinks", "isr_expands", "failed_isr_updates", "validity")
+        .orderBy("window_start_ms", "broker")
+    )
+    top = _rows(
+        flapping.select("*", F.unix_millis("last_cycle_at").alias("last_cycle_ms"))
+        .orderBy("rank")
+        .limit(max(options.top, 20))
+    )
+    window_counts = {
+        r["window"]: int(r["count"])
+        for r in _read_table(spark, options.out, "cluster_windows").groupBy("window").count().collect()
+    }
+    summary = report.summarise(
+        cluster_rows=cluster,
+        flapping_rows=top,
+        brokers=brokers,
+        earliest_ms=earliest_ms,
+        as_of_ms=as_of_ms,
+        windows=[(w.label, window_counts.get(w.label, 0)) for w in options.windows],
+        smallest_window=smallest.label,
+        missing_metrics=sorted(M.rollup_sample_names() - present),
+        report_path=options.out / "report" / "index.html",
+        top=options.top,
+    )
+    report.write_report(options.out / "report", summary, cluster, broker_rows, top)
+    progress.stage("report", str(options.out / "report" / "index.html"))
+    return summary
+
+
+def _histogram_names() -> list[str]:
+    return [name for spec in M.HISTOGRAMS for name in spec.sample_names]
+
+
+def _small_names() -> list[str]:
+    """Sample names with one or a few series per broker (not per partition)."""
+    specs = (*M.COUNTERS, *M.HISTOGRAMS, *M.SCALAR_GAUGES)
+    return sorted(name for spec in specs for name in spec.sample_names)
+
+
+def _partition_names() -> list[str]:
+    return sorted(spec.name for spec in (*M.PARTITION_GAUGES, M.PARTITION_ISR_COUNT))
+
+
+def _probe_all_zero_metrics(samples: DataFrame, seen: Sequence[dict[str, Any]]) -> frozenset[str]:
+    """Per-partition gauges that were scraped but never non-zero (a healthy cluster's URP gauges).
+
+    Only non-zero partition samples are cached, so their presence is checked here with ``limit(1)``
+    queries, which stop at the first matching file.
+    """
+    seen_names = {row["metric"] for row in seen}
+    found = set()
+    for name in _partition_names():
+        if name not in seen_names and samples.where(F.col("metric") == name).limit(1).count() > 0:
+            found.add(name)
+    return frozenset(found)
+
+
+def _iso(ts_ms: int) -> str:
+    return datetime.fromtimestamp(ts_ms / 1000, tz=UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _window_argument(text: str) -> TumblingWindow:
+    try:
+        return TumblingWindow(label=text.strip(), ms=parse_duration_ms(text))
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _duration_argument(text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _instant_argument(text: str) -> int:
+    try:
+        instant = datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"invalid time {text!r}: expected ISO 8601, e.g. 2026-01-31T12:00:00Z"
+        ) from None
+    if instant.tzinfo is None:
+        raise argparse.ArgumentTypeError(f"time {text!r} needs a time zone, e.g. a trailing Z for UTC")
+    return int(instant.timestamp() * 1000)
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _config_argument(text: str) -> tuple[str, str]:
+    key, separator, value = text.partition("=")
+    if not separator or not key.strip():
+        raise argparse.ArgumentTypeError(f"expected KEY=VALUE, got {text!r}")
+    return key.strip(), value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(
+        prog=PROG,
+        description="Roll exported metric snapshots up into windowed Parquet tables, a summary and a report.",
+    )
+    parser.add_argument("--snapshots", type=Path, required=True, metavar="DIR", help="snapshot directory")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR", help="output directory")
+    parser.add_argument(
+        "--window",
+        type=_window_argument,
+        action="append",
+        help="tumbling window size, repeatable (default: 1m and 1h)",
+    )
+    parser.add_argument("--min-samples", type=_positive_int, default=3, help="samples for a valid window (3)")
+    parser.add_argument("--flap-span", type=_duration_argument, default="5m", help="shrink->expand span (5m)")
+    parser.add_argument(
+        "--scrape-interval",
+        type=_duration_argument,
+        default="10s",
+        help="the snapshots' interval (10s): a gauge value holds at most twice this long",
+    )
+    parser.add_argument("--as-of", type=_instant_argument, help="end of data (default: the latest scrape)")
+    parser.add_argument(
+        "--top", type=_positive_int, default=10, help="flapping partitions in the summary (10)"
+    )
+    parser.add_argument("--master", help="Spark master (default: the launcher's, else local[*])")
+    parser.add_argument("--shuffle-partitions", type=_positive_int, help="spark.sql.shuffle.partitions")
+    parser.add_argument(
+        "--conf",
+        type=_config_argument,
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="Spark setting",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    windows = tuple(arguments.window or [_window_argument("1m"), _window_argument("1h")])
+    options = RollupOptions(
+        snapshots=arguments.snapshots,
+        out=arguments.out,
+        windows=tuple({w.ms: w for w in windows}.values()),
+        min_samples=arguments.min_samples,
+        flap_span_ms=arguments.flap_span,
+        scrape_interval_ms=arguments.scrape_interval,
+        as_of_ms=arguments.as_of,
+        top=arguments.top,
+    )
+    if not snapshot_files(options.snapshots):
+        print(f"{PROG}: no snapshot files (*.parquet) under {options.snapshots}", file=sys.stderr)
+        return 2
+    progress = Progress()
+    plan = plan_session(
+        arguments.master,
+        os.environ,
+        shuffle_partitions=arguments.shuffle_partitions,
+        extra_config=dict(arguments.conf),
+    )
+    # A session that already exists (a notebook, a test) belongs to its owner: use it, don't stop it.
+    owned = SparkSession.getActiveSession() is None
+    spark = build_session(plan)
+    progress.stage("spark", f"master {spark.sparkContext.master}, Spark {spark.version}")
+    try:
+        summary = run_rollup(spark, options, progress)
+    except NoInputError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    except PySparkException as error:
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        print(f"{PROG}: Spark failed: {first_line}", file=sys.stderr)
+        return 1
+    finally:
+        spark.catalog.clearCache()
+        if owned:
+            spark.stop()
+    for line in report.summary_lines(summary):
+        print(line)
+    return 0

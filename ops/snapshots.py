@@ -1,0 +1,661 @@
+"""Metric snapshot files: rows from a scrape or a registry, the atomic writer, the reader, the exporter.
+
+What it owns:
+
+* turning a Prometheus exposition (``rows_from_exposition``) or a broker's own
+  ``CollectorRegistry`` (``rows_from_registry``) into snapshot rows, one per exposed sample, in the
+  schema of ``ops/rollup/schema.py``;
+* writing one scrape of one broker as one Parquet file (``write_snapshot``) at
+  ``DIR/date=YYYY-MM-DD/hour=HH/<broker>-<epoch_ms>.parquet``, atomically;
+* listing and reading the complete files back without Spark (``snapshot_files``, ``read_snapshots``);
+* ``actorlog snapshots export``: every ``--interval``, ask the cluster for its live brokers
+  (``GET /v1/cluster``), scrape each broker's ``/metrics`` concurrently and write one file per broker.
+
+Rules kept here:
+
+* Never import pyspark: brokers import this module to write their own snapshots
+  (``metrics.snapshot.dir``), and a broker must not start a JVM. pyarrow is enough.
+* A file appears under its final name only when complete: it is written as ``<name>.tmp`` in the same
+  directory, flushed and fsynced, renamed, and then the directory is fsynced so the rename itself
+  survives a crash. Readers only consider names ending in ``.parquet``, so a crash mid-write leaves
+  at worst a ``.tmp`` that every reader skips.
+* ``_created`` samples are dropped: they are the creation time of a series, not a measurement, and
+  would double the series count (ecosystem.md §2.4).
+* The exporter follows membership: each round asks the bootstrap servers (then every broker it has
+  seen) for the live brokers. A broker whose scrape fails is logged and skipped for that round; a
+  membership lookup that fails on the first round is fatal (the cluster is unreachable), later it
+  falls back to the last membership seen.
+* Rounds are paced by deadlines on the event loop's clock (``loop.time()``), waiting on the stop
+  event with a timeout, never by sleeping; scrape timestamps are wall-clock UTC, truncated to ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import math
+import os
+import re
+import signal
+import sys
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, NoReturn
+
+import aiohttp
+import orjson
+import pyarrow as pa
+import pyarrow.parquet as pq
+from prometheus_client import CollectorRegistry
+from prometheus_client.metrics_core import Metric
+from prometheus_client.parser import text_string_to_metric_families
+
+from ops.rollup.schema import SNAPSHOT_ARROW_SCHEMA, SNAPSHOT_SUFFIX, TMP_SUFFIX
+
+__all__ = [
+    "BrokerEndpoint",
+    "ClusterMembership",
+    "ExportOptions",
+    "MembershipError",
+    "RoundResult",
+    "SnapshotExporter",
+    "SnapshotRow",
+    "fetch_membership",
+    "main",
+    "parse_bootstrap_servers",
+    "parse_duration_ms",
+    "parse_membership",
+    "read_snapshots",
+    "rows_from_exposition",
+    "rows_from_registry",
+    "rows_to_table",
+    "run_export",
+    "snapshot_files",
+    "snapshot_path",
+    "write_registry_snapshot",
+    "write_snapshot",
+]
+
+log = logging.getLogger(__name__)
+
+# Family types as the snapshot schema names them. OpenMetrics-only types are folded onto the five
+# the schema allows: info and stateset samples are gauges (constant 1 / 0-or-1 values), a gauge
+# histogram's buckets can go down so they must not be treated as counters, and "unknown" is the
+# OpenMetrics spelling of "untyped".
+_TYPE_NAMES: dict[str, str] = {
+    "counter": "counter",
+    "gauge": "gauge",
+    "histogram": "histogram",
+    "summary": "summary",
+    "untyped": "untyped",
+    "unknown": "untyped",
+    "info": "gauge",
+    "stateset": "gauge",
+    "gaugehistogram": "gauge",
+}
+# Families whose samples include a ``<family>_created`` series.
+_FAMILIES_WITH_CREATED = frozenset({"counter", "histogram", "summary", "gaugehistogram"})
+
+
+# --- rows ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SnapshotRow:
+    """One exposed sample of one scrape (see ``ops/rollup/schema.py`` for the columns)."""
+
+    ts_ms: int
+    broker: str
+    metric: str
+    labels: Mapping[str, str]
+    value: float
+    type: str
+
+
+def _rows_from_families(families: Iterable[Metric], broker: str, ts_ms: int) -> list[SnapshotRow]:
+    families = list(families)
+    # In the text format a counter's creation time arrives as a separate gauge family named
+    # ``<family>_created``; from a registry it is a sample of the family itself. Either way the
+    # sample is named ``<family>_created`` after a counter/histogram/summary family.
+    created = {f"{family.name}_created" for family in families if family.type in _FAMILIES_WITH_CREATED}
+    rows: list[SnapshotRow] = []
+    for family in families:
+        family_type = _TYPE_NAMES.get(family.type, "untyped")
+        for sample in family.samples:
+            if sample.name in created:
+                continue
+            rows.append(
+                SnapshotRow(
+                    ts_ms=ts_ms,
+                    broker=broker,
+                    metric=sample.name,
+                    labels=dict(sample.labels),
+                    value=float(sample.value),
+                    type=family_type,
+                )
+            )
+    return rows
+
+
+def rows_from_exposition(text: str, broker: str, ts_ms: int) -> list[SnapshotRow]:
+    """Rows for every sample of a Prometheus text-format exposition (``_created`` samples dropped).
+
+    Raises ``ValueError`` when the text is not valid exposition format.
+    """
+    return _rows_from_families(text_string_to_metric_families(text), broker, ts_ms)
+
+
+def rows_from_registry(registry: CollectorRegistry, broker: str, ts_ms: int) -> list[SnapshotRow]:
+    """Rows for every sample a registry would expose now: how a broker snapshots itself."""
+    return _rows_from_families(registry.collect(), broker, ts_ms)
+
+
+def rows_to_table(rows: Sequence[SnapshotRow]) -> pa.Table:
+    """The rows as a table in the snapshot schema, sorted by metric then labels.
+
+    Sorting keeps each metric's rows together, which compresses well and lets Parquet's
+    statistics skip pages when a reader filters on ``metric``.
+    """
+    ordered = sorted(rows, key=lambda row: (row.metric, sorted(row.labels.items())))
+    columns = [
+        pa.array([row.ts_ms for row in ordered], type=pa.int64()).cast(
+            SNAPSHOT_ARROW_SCHEMA.field("ts").type
+        ),
+        pa.array([row.broker for row in ordered], type=pa.string()),
+        pa.array([row.metric for row in ordered], type=pa.string()),
+        pa.array(
+            [list(row.labels.items()) for row in ordered], type=SNAPSHOT_ARROW_SCHEMA.field("labels").type
+        ),
+        pa.array([row.value for row in ordered], type=pa.float64()),
+        pa.array([row.type for row in ordered], type=pa.string()),
+    ]
+    return pa.Table.from_arrays(columns, schema=SNAPSHOT_ARROW_SCHEMA)
+
+
+# --- files --------------------------------------------------------------------------------------
+
+
+def snapshot_path(out_dir: Path, broker: str, ts_ms: int) -> Path:
+    """``out_dir/date=YYYY-MM-DD/hour=HH/<broker>-<epoch_ms>.parquet`` (UTC partitions)."""
+    if not broker or "/" in broker or broker.startswith("."):
+        raise ValueError(f"broker id {broker!r} cannot be used in a file name")
+    instant = datetime.fromtimestamp(ts_ms / 1000, tz=UTC)
+    return out_dir / f"date={instant:%Y-%m-%d}" / f"hour={instant:%H}" / f"{broker}-{ts_ms}{SNAPSHOT_SUFFIX}"
+
+
+def _fsync_directory(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _make_directories_durable(directory: Path) -> None:
+    """Create ``directory`` and its missing parents, fsyncing each parent that gained an entry."""
+    missing: list[Path] = []
+    current = directory
+    while not current.exists():
+        missing.append(current)
+        current = current.parent
+    for path in reversed(missing):
+        with contextlib.suppress(FileExistsError):  # another writer may create it concurrently
+            path.mkdir()
+        _fsync_directory(path.parent)
+
+
+def write_table_atomically(table: pa.Table, path: Path) -> Path:
+    """Write ``table`` as Parquet at ``path`` so that ``path`` is either absent or complete."""
+    _make_directories_durable(path.parent)
+    temporary = path.with_name(path.name + TMP_SUFFIX)
+    try:
+        with open(temporary, "wb") as sink:
+            pq.write_table(table, sink, compression="zstd")
+            sink.flush()
+            os.fsync(sink.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        # Best effort: a process killed before this line leaves the .tmp, which readers ignore.
+        temporary.unlink(missing_ok=True)
+        raise
+    _fsync_directory(path.parent)
+    return path
+
+
+def write_snapshot(rows: Sequence[SnapshotRow], out_dir: Path) -> Path:
+    """Write one broker's scrape as one Parquet file, atomically; returns the file's path.
+
+    All rows must share one broker and one timestamp (they name the file).
+    """
+    if not rows:
+        raise ValueError("a snapshot needs at least one row")
+    keys = {(row.broker, row.ts_ms) for row in rows}
+    if len(keys) != 1:
+        raise ValueError(f"a snapshot file holds one broker's scrape at one time, got {sorted(keys)[:3]}...")
+    ((broker, ts_ms),) = keys
+    return write_table_atomically(rows_to_table(rows), snapshot_path(out_dir, broker, ts_ms))
+
+
+def write_registry_snapshot(registry: CollectorRegistry, broker: str, out_dir: Path, ts_ms: int) -> Path:
+    """A broker's own snapshot (``metrics.snapshot.dir``): collect the registry and write it.
+
+    Blocking (it fsyncs): call it from a worker thread, e.g. ``asyncio.to_thread``.
+    """
+    return write_snapshot(rows_from_registry(registry, broker, ts_ms), out_dir)
+
+
+def snapshot_files(directory: Path) -> list[Path]:
+    """The complete snapshot files under ``directory``, sorted; ``*.tmp`` leftovers are skipped."""
+    if not directory.is_dir():
+        return []
+    return sorted(path for path in directory.rglob("*" + SNAPSHOT_SUFFIX) if path.is_file())
+
+
+def read_snapshots(directory: Path) -> pa.Table:
+    """Every complete snapshot file under ``directory`` as one table in the snapshot schema.
+
+    For tests and small tools; the rollup reads the same files with Spark.
+    """
+    tables = [pq.read_table(path, schema=SNAPSHOT_ARROW_SCHEMA) for path in snapshot_files(directory)]
+    if not tables:
+        return SNAPSHOT_ARROW_SCHEMA.empty_table()
+    return pa.concat_tables(tables)
+
+
+# --- parsing command-line values --------------------------------------------------------------
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)\s*$")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """``"250ms"``, ``"10s"``, ``"1.5m"``, ``"1h"`` -> milliseconds (> 0). Raises ``ValueError``."""
+    match = _DURATION.match(text)
+    if match is None:
+        raise ValueError(f"invalid duration {text!r}: expected a number and a unit (ms, s, m or h), e.g. 10s")
+    milliseconds = float(match.group(1)) * _UNIT_MS[match.group(2)]
+    if milliseconds < 1 or milliseconds != math.floor(milliseconds):
+        raise ValueError(f"invalid duration {text!r}: must be a positive whole number of milliseconds")
+    return int(milliseconds)
+
+
+def parse_bootstrap_servers(text: str) -> list[str]:
+    """``host:port[,host:port...]`` -> base URLs (``http://host:port``), in order."""
+    servers: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        address = item.removeprefix("http://").rstrip("/")
+        host, separator, port = address.rpartition(":")
+        if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(f"invalid bootstrap server {item!r}: expected host:port")
+        servers.append(f"http://{host}:{int(port)}")
+    if not servers:
+        raise ValueError("no bootstrap server given: expected host:port[,host:port...]")
+    return servers
+
+
+# --- membership -----------------------------------------------------------------------------
+
+
+class MembershipError(RuntimeError):
+    """No server answered ``GET /v1/cluster`` with a valid membership document."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+    @property
+    def base_url(self) -> str:
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"{self.base_url}/metrics"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMembership:
+    cluster_id: str | None
+    controller_id: int
+    brokers: tuple[BrokerEndpoint, ...]
+
+
+def _expect(condition: bool, message: str) -> None:
+    if not condition:
+        raise ValueError(f"invalid /v1/cluster document: {message}")
+
+
+def parse_membership(document: Any) -> ClusterMembership:
+    """Validate a ``/v1/cluster`` JSON document. Raises ``ValueError`` naming what is wrong."""
+    _expect(isinstance(document, dict), "not a JSON object")
+    cluster_id = document.get("cluster_id")
+    controller_id = document.get("controller_id")
+    brokers = document.get("brokers")
+    _expect(cluster_id is None or isinstance(cluster_id, str), "cluster_id must be a string or null")
+    _expect(
+        isinstance(controller_id, int) and not isinstance(controller_id, bool), "controller_id must be int"
+    )
+    _expect(isinstance(brokers, list), "brokers must be a list")
+    endpoints: list[BrokerEndpoint] = []
+    for broker in brokers:
+        _expect(isinstance(broker, dict), "each broker must be an object")
+        broker_id, host, port, rack = (broker.get(key) for key in ("broker_id", "host", "port", "rack"))
+        _expect(isinstance(broker_id, int) and not isinstance(broker_id, bool), "broker_id must be an int")
+        _expect(isinstance(host, str) and bool(host), "host must be a non-empty string")
+        _expect(isinstance(port, int) and 0 < port < 65536, "port must be an int in 1..65535")
+        _expect(rack is None or isinstance(rack, str), "rack must be a string or null")
+        endpoints.append(BrokerEndpoint(broker_id=broker_id, host=host, port=port, rack=rack))
+    return ClusterMembership(
+        cluster_id=cluster_id,
+        controller_id=controller_id,
+        brokers=tuple(sorted(endpoints, key=lambda endpoint: endpoint.broker_id)),
+    )
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    if isinstance(error, aiohttp.ClientResponseError):
+        return f"HTTP {error.status}"
+    return str(error) or type(error).__name__
+
+
+async def fetch_membership(
+    session: aiohttp.ClientSession, servers: Sequence[str], timeout_s: float = 5.0
+) -> ClusterMembership:
+    """Ask each server in order for ``GET {server}/v1/cluster``; the first valid answer wins."""
+    failures: list[str] = []
+    for server in servers:
+        try:
+            async with session.get(
+                f"{server}/v1/cluster", timeout=aiohttp.ClientTimeout(total=timeout_s)
+            ) as response:
+                response.raise_for_status()
+                body = await response.read()
+            return parse_membership(orjson.loads(body))
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+            failures.append(f"{server}: {_describe(error)}")
+    raise MembershipError("no server answered GET /v1/cluster (" + "; ".join(failures) + ")")
+
+
+# --- the exporter -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RoundResult:
+    """What one export round did."""
+
+    number: int
+    ts_ms: int
+    brokers: tuple[int, ...]
+    files: tuple[Path, ...]
+    samples: int
+    failures: Mapping[int, str] = field(default_factory=dict)
+    membership_note: str | None = None
+
+    def line(self) -> str:
+        instant = datetime.fromtimestamp(self.ts_ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
+        text = (
+            f"round {self.number} at {instant.replace('+00:00', 'Z')}: {len(self.brokers)} brokers, "
+            f"{len(self.files)} files, {self.samples} samples"
+        )
+        if self.failures:
+            text += "; skipped " + ", ".join(
+                f"broker {b} ({why})" for b, why in sorted(self.failures.items())
+            )
+        if self.membership_note:
+            text += f"; {self.membership_note}"
+        return text
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class SnapshotExporter:
+    """One round at a time: membership, concurrent scrapes, one file per broker.
+
+    ``now`` and ``write`` are parameters so tests can pin timestamps; production uses the wall clock
+    and ``write_snapshot`` (run in a worker thread, since it fsyncs).
+    """
+
+    def __init__(
+        self,
+        session: aiohttp.ClientSession,
+        bootstrap: Sequence[str],
+        out_dir: Path,
+        *,
+        scrape_timeout_s: float = 5.0,
+        now: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self._session = session
+        self._bootstrap = list(bootstrap)
+        self._out_dir = out_dir
+        self._timeout_s = scrape_timeout_s
+        self._now = now
+        self._membership: ClusterMembership | None = None
+        self._rounds = 0
+
+    @property
+    def membership(self) -> ClusterMembership | None:
+        return self._membership
+
+    async def _refresh_membership(self) -> str | None:
+        """Refresh membership; returns a note when the last known one had to be reused."""
+        # Brokers seen before also serve /v1/cluster: asking them keeps the exporter following the
+        # cluster when every bootstrap server has left it.
+        known = [endpoint.base_url for endpoint in self._membership.brokers] if self._membership else []
+        servers = list(dict.fromkeys(self._bootstrap + known))
+        try:
+            self._membership = await fetch_membership(self._session, servers, self._timeout_s)
+        except MembershipError as error:
+            if self._membership is None:
+                raise
+            log.warning("membership lookup failed, reusing the last one: %s", error)
+            return "membership lookup failed, reused the last one"
+        return None
+
+    async def _scrape(self, endpoint: BrokerEndpoint, ts_ms: int) -> list[SnapshotRow]:
+        async with self._session.get(
+            endpoint.metrics_url,
+            headers={"Accept": "text/plain;version=0.0.4"},
+            timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+        ) as response:
+            response.raise_for_status()
+            text = await response.text()
+        return rows_from_exposition(text, str(endpoint.broker_id), ts_ms)
+
+    async def _scrape_and_write(
+        self, endpoint: BrokerEndpoint, ts_ms: int, failures: dict[int, str]
+    ) -> tuple[Path, int] | None:
+        try:
+            rows = await self._scrape(endpoint, ts_ms)
+        except (aiohttp.ClientError, TimeoutError, ValueError) as error:
+            reason = _describe(error)
+            log.warning(
+                "scrape of broker %d at %s failed: %s", endpoint.broker_id, endpoint.metrics_url, reason
+            )
+            failures[endpoint.broker_id] = reason
+            return None
+        if not rows:
+            failures[endpoint.broker_id] = "no samples"
+            return None
+        path = await asyncio.to_thread(write_snapshot, rows, self._out_dir)
+        return path, len(rows)
+
+    async def export_round(self) -> RoundResult:
+        """Run one round. Raises ``MembershipError`` if no membership has ever been obtained."""
+        now = self._now().astimezone(UTC)
+        ts_ms = int(now.timestamp() * 1000)
+        note = await self._refresh_membership()
+        assert self._membership is not None
+        brokers = self._membership.brokers
+        failures: dict[int, str] = {}
+        async with asyncio.TaskGroup() as group:
+            tasks = [group.create_task(self._scrape_and_write(b, ts_ms, failures)) for b in brokers]
+        written = [result for task in tasks if (result := task.result()) is not None]
+        self._rounds += 1
+        return RoundResult(
+            number=self._rounds,
+            ts_ms=ts_ms,
+            brokers=tuple(endpoint.broker_id for endpoint in brokers),
+            files=tuple(path for path, _ in written),
+            samples=sum(count for _, count in written),
+            failures=failures,
+            membership_note=note,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ExportOptions:
+    bootstrap: tuple[str, ...]
+    out_dir: Path
+    interval_ms: int
+    duration_ms: int | None = None
+    rounds: int | None = None
+    scrape_timeout_s: float = 5.0
+
+
+async def run_export(
+    options: ExportOptions, stop: asyncio.Event, on_round: Callable[[RoundResult], None]
+) -> int:
+    """Export until ``stop`` is set, ``options.rounds`` are done or ``options.duration_ms`` has passed.
+
+    Rounds start on a fixed grid (start + k x interval on the loop's clock); a round that overruns
+    skips the grid points it missed rather than bunching rounds up. Returns the number of rounds.
+    """
+    loop = asyncio.get_running_loop()
+    interval_s = options.interval_ms / 1000
+    connector = aiohttp.TCPConnector(limit=64, limit_per_host=2)
+    async with aiohttp.ClientSession(connector=connector) as session:
+        exporter = SnapshotExporter(
+            session, options.bootstrap, options.out_dir, scrape_timeout_s=options.scrape_timeout_s
+        )
+        start = loop.time()
+        end = None if options.duration_ms is None else start + options.duration_ms / 1000
+        next_round = start
+        rounds = 0
+        while not stop.is_set():
+            on_round(await exporter.export_round())
+            rounds += 1
+            if options.rounds is not None and rounds >= options.rounds:
+                break
+            next_round += interval_s
+            if loop.time() > next_round:
+                missed = math.ceil((loop.time() - next_round) / interval_s)
+                next_round += missed * interval_s
+            if end is not None and next_round >= end:
+                break
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=max(0.0, next_round - loop.time()))
+        return rounds
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+class _ArgumentParser(argparse.ArgumentParser):
+    """argparse, but a usage error is one line on stderr (the usage is one ``--help`` away)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def _duration_argument(text: str) -> int:
+    try:
+        return parse_duration_ms(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _bootstrap_argument(text: str) -> list[str]:
+    try:
+        return parse_bootstrap_servers(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _ArgumentParser(prog="actorlog snapshots", description="Metric snapshot files.")
+    commands = parser.add_subparsers(dest="command", required=True, parser_class=_ArgumentParser)
+    export = commands.add_parser(
+        "export",
+        help="scrape every live broker's /metrics periodically into Parquet snapshot files",
+        description="Every --interval, ask the cluster for its live brokers, scrape each one's /metrics "
+        "and write DIR/date=YYYY-MM-DD/hour=HH/<broker>-<epoch_ms>.parquet. Runs until Ctrl-C/SIGTERM, "
+        "or for --duration / --rounds.",
+    )
+    export.add_argument(
+        "--bootstrap-server", required=True, type=_bootstrap_argument, metavar="HOST:PORT[,HOST:PORT...]"
+    )
+    export.add_argument("--out", required=True, type=Path, metavar="DIR", help="snapshot directory")
+    export.add_argument(
+        "--interval", type=_duration_argument, default="10s", help="time between rounds (10s)"
+    )
+    export.add_argument("--duration", type=_duration_argument, default=None, help="stop after this long")
+    export.add_argument("--rounds", type=_positive_int, default=None, help="stop after this many rounds")
+    export.add_argument(
+        "--scrape-timeout", type=_duration_argument, default="5s", help="per-request timeout (5s)"
+    )
+    return parser
+
+
+async def _export_main(options: ExportOptions) -> int:
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    handled = (signal.SIGINT, signal.SIGTERM)
+    for signum in handled:
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        rounds = await run_export(options, stop, lambda result: print(result.line(), flush=True))
+    finally:
+        for signum in handled:
+            loop.remove_signal_handler(signum)
+    print(f"exported {rounds} rounds to {options.out_dir}", flush=True)
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``actorlog snapshots export ...``; returns the exit code."""
+    arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    options = ExportOptions(
+        bootstrap=tuple(arguments.bootstrap_server),
+        out_dir=arguments.out,
+        interval_ms=arguments.interval,
+        duration_ms=arguments.duration,
+        rounds=arguments.rounds,
+        scrape_timeout_s=arguments.scrape_timeout / 1000,
+    )
+    prog = "actorlog snapshots export"
+    try:
+        return asyncio.run(_export_main(options))
+    except MembershipError as error:
+        print(f"{prog}: cannot reach the cluster: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:
+        print(f"{prog}: cannot write snapshots to {options.out_dir}: {error}", file=sys.stderr)
+        return 1
+    except ExceptionGroup as group:
+        # Writes run in a TaskGroup: a full disk arrives as a group of OSErrors.
+        written, other = group.split(OSError)
+        if written is None or other is not None:
+            raise
+        first = written.exceptions[0]
+        print(f"{prog}: cannot write snapshots to {options.out_dir}: {first}", file=sys.stderr)
+        return 1
