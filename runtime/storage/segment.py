@@ -307,6 +307,57 @@ class LogSegment:
         if wall_clock_ms:
             self.last_modified_ms = wall_clock_ms
 
+    def append_unless_roll_due(
+        self,
+        largest_offset: int,
+        largest_timestamp: int,
+        offset_of_max_timestamp: int,
+        parts: list[bytes | bytearray | memoryview],
+        size: int,
+        now_ms: int,
+        wall_clock_ms: int,
+    ) -> bool:
+        """The log's hot path: ``should_roll`` then ``append`` in one call, with the common checks
+        inlined. Returns False, writing nothing, when the segment must roll first."""
+        log_file = self.log_file
+        physical_position = log_file.size
+        relative = largest_offset - self.base_offset
+        if (
+            physical_position > self._segment_bytes - size
+            or relative < 0
+            or relative > INT32_MAX
+            or len(self.offset_index.keys) >= self.offset_index.max_entries
+            or len(self.time_index.keys) >= self.time_index.max_entries
+        ):
+            return False
+        if physical_position > 0:
+            rolling_based = self._rolling_based_timestamp
+            if rolling_based is None:
+                rolling_based = self._load_first_batch_timestamp()
+            if rolling_based is not None and rolling_based >= 0:
+                waited = largest_timestamp - rolling_based
+            else:
+                waited = now_ms - self.created_ms
+            if waited > self._segment_ms - self.roll_jitter_ms:
+                return False
+        else:
+            self._rolling_based_timestamp = largest_timestamp
+        if len(parts) == 1:
+            log_file.write(parts[0])
+        else:
+            log_file.writev(parts)
+        if largest_timestamp > self.max_timestamp_so_far:
+            self.max_timestamp_so_far = largest_timestamp
+            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
+        if self.bytes_since_last_index_entry > self._index_interval_bytes:
+            self._add_index_entries(relative, physical_position)
+            self.bytes_since_last_index_entry = size
+        else:
+            self.bytes_since_last_index_entry += size
+        if wall_clock_ms:
+            self.last_modified_ms = wall_clock_ms
+        return True
+
     def _add_index_entries(self, relative_offset: int, physical_position: int) -> None:
         """``OffsetIndex.append`` and ``TimeIndex.maybe_append`` for the append path, in one call."""
         offset_index = self.offset_index
