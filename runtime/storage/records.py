@@ -13,11 +13,14 @@ What this module offers:
   end stops the walk (readers discard it, as Kafka's do); framing garbage raises.
 * ``RecordBatch``: one batch's header fields plus its bytes; ``ensure_valid()`` checks the CRC,
   ``records()`` decompresses and decodes lazily.
-* in-place setters (``set_base_offset``, ``set_partition_leader_epoch``, ``set_max_timestamp``) for
-  the leader's offset assignment: baseOffset and partitionLeaderEpoch sit outside the CRC, so only
-  a changed maxTimestamp or timestamp type costs a CRC recomputation.
+* in-place setters (``set_base_offset``, ``set_partition_leader_epoch``, ``set_max_timestamp``):
+  baseOffset and partitionLeaderEpoch sit outside the CRC, so only a changed maxTimestamp or
+  timestamp type costs a CRC recomputation (the leader's own path, log_validator.py, goes further and
+  rewrites a fresh 17-byte prefix instead of copying the batch);
 * ``scan_uncompressed_records``: a structural walk of an uncompressed record area that checks every
-  length and offset delta without building objects (the leader's hot path).
+  length and offset delta without building objects (the leader's full record validation);
+* ``complete_batches_extent``: how many bytes of a fetched buffer are whole batches, and the next
+  offset after them (what a fetcher needs to continue).
 
 Rules kept here: nothing is copied unless asked; every error names the batch (position and base
 offset) and the expected and actual values. Building batches lives in ``record_builder.py``.
@@ -54,6 +57,7 @@ __all__ = [
     "Record",
     "RecordBatch",
     "RecordHeader",
+    "RecordScan",
     "TimestampType",
     "complete_batches_extent",
     "compute_crc",
