@@ -1,0 +1,281 @@
+"""``actorlog rollup`` end to end: brokers' own snapshots -> Spark job -> tables, summary, report.
+
+Snapshots are written the way a broker writes its own (``write_registry_snapshot`` from a
+``CollectorRegistry``), for two brokers over four minutes, with a counter reset, missed scrapes, a
+flapping partition and metrics that are simply not exported (no request histogram, no byte
+counters). The job's totals are checked against a plain-Python computation over the same files.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+from prometheus_client import CollectorRegistry
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+
+from ops.rollup import job
+from ops.rollup import metrics as M
+from ops.rollup.report import PLOTS
+from ops.rollup.schema import SNAPSHOT_ARROW_SCHEMA, snapshot_struct_type
+from ops.snapshots import SnapshotRow, read_snapshots, write_registry_snapshot, write_snapshot
+
+T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+ROUNDS = 25  # 0 .. 240 s, every 10 s: four complete 1-minute windows
+
+
+@dataclass
+class BrokerState:
+    """What one fake broker's collector reports."""
+
+    broker_id: int
+    controller: bool
+    shrinks: int = 0
+    expands: int = 0
+    written: int = 0
+    deferred: int = 0
+    pending: int = 0
+    offline: int = 0
+    delays: list[float] = field(default_factory=list)
+    isr: dict[int, int] = field(default_factory=dict)  # led partition -> ISR size
+
+    def families(self) -> Iterator[Metric]:
+        yield CounterMetricFamily(M.ISR_SHRINKS.family, "Shrinks.", value=self.shrinks)
+        yield CounterMetricFamily(M.ISR_EXPANDS.family, "Expands.", value=self.expands)
+        checks = CounterMetricFamily(M.PROPAGATION_CHECKS.family, "Checks.", labels=["outcome"])
+        for outcome, count in (("written", self.written), ("deferred", self.deferred), ("forced", 0)):
+            checks.add_metric([outcome], count)
+        yield checks
+        yield GaugeMetricFamily(M.PENDING_ISR_CHANGES.name, "Pending.", value=self.pending)
+        yield GaugeMetricFamily(M.OFFLINE_PARTITIONS.name, "Offline.", value=self.offline)
+        bounds = (1.0, 5.0, 10.0)
+        cumulative = [(str(b), sum(1 for d in self.delays if d <= b)) for b in bounds]
+        yield HistogramMetricFamily(
+            M.PROPAGATION_DELAY.name,
+            "Delay.",
+            buckets=[*cumulative, ("+Inf", len(self.delays))],
+            sum_value=sum(self.delays),
+        )
+        # Followers report 0 for the ISR size and 0/1 gauges of partitions they do not lead.
+        isr = {partition: self.isr.get(partition, 0) for partition in (0, 1)}
+        per_partition = {
+            M.PARTITION_ISR_COUNT.name: isr,
+            M.PARTITION_UNDER_REPLICATED.name: {p: int(0 < size < 3) for p, size in isr.items()},
+            M.PARTITION_UNDER_MIN_ISR.name: {p: int(0 < size < 2) for p, size in isr.items()},
+        }
+        for name, values in per_partition.items():
+            family = GaugeMetricFamily(name, "Partition.", labels=["topic", "partition"])
+            for partition, value in values.items():
+                family.add_metric(["t", str(partition)], value)
+            yield family
+
+
+class _StateCollector(Collector):
+    def __init__(self, state: BrokerState) -> None:
+        self.state = state
+
+    def collect(self) -> Iterator[Metric]:
+        return self.state.families()
+
+
+def write_cluster_snapshots(directory: Path) -> None:
+    one = BrokerState(broker_id=1, controller=True, isr={0: 3})
+    two = BrokerState(broker_id=2, controller=False, isr={1: 3})
+    registries = {}
+    for state in (one, two):
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(_StateCollector(state))
+        registries[state.broker_id] = registry
+    for i in range(ROUNDS):
+        # Partition t-0 flaps: shrinks at rounds 5 and 12, back one round later (2 cycles).
+        if i in (5, 12):
+            one.isr[0] = 2
+            one.shrinks += 1
+            one.pending += 1
+            one.deferred += 2
+        elif i in (6, 13):
+            one.isr[0] = 3
+            one.expands += 1
+            one.written += 1
+            one.delays.append(6.0)
+            one.pending = 0
+        one.offline = 1 if i == 20 else 0
+        # Broker 2 is away for rounds 9-10 (missed scrapes), then restarts: counters from 0.
+        if i < 9:
+            two.shrinks += 1
+        elif i == 11:
+            two.shrinks = 1
+            two.isr[1] = 2
+        elif i > 11:
+            two.shrinks += 1
+            two.isr[1] = 3 if i > 14 else 2
+        ts_ms = T0 + i * 10_000
+        write_registry_snapshot(registries[1], "1", directory, ts_ms)
+        if i not in (9, 10):
+            write_registry_snapshot(registries[2], "2", directory, ts_ms)
+
+
+def reference_increase(directory: Path, metric: str, as_of_ms: int, window_ms: int) -> float:
+    """Reset-aware deltas whose later sample lies in a complete window, summed (plain Python)."""
+    rows = [r for r in read_snapshots(directory).to_pylist() if r["metric"] == metric]
+    total = 0.0
+    for _, series in itertools.groupby(
+        sorted(rows, key=lambda r: (r["broker"], r["ts"])), key=lambda r: r["broker"]
+    ):
+        points = [(int(r["ts"].timestamp() * 1000), r["value"]) for r in series]
+        for (_, previous), (ts, current) in itertools.pairwise(points):
+            window_end = ts - ts % window_ms + window_ms
+            if window_end <= as_of_ms:
+                total += current - previous if current >= previous else current
+    return total
+
+
+@pytest.mark.spark
+def test_rollup_job_writes_tables_summary_and_report(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshots, out = tmp_path / "snapshots", tmp_path / "out"
+    write_cluster_snapshots(snapshots)
+    # A write that a crash interrupted: the job must not read it.
+    (snapshots / "date=2026-01-01" / "hour=00" / "1-1767225605000.parquet.tmp").write_bytes(b"PAR1 torn")
+    arguments = ["--snapshots", str(snapshots), "--out", str(out), "--window", "1m", "--window", "2m"]
+
+    code = job.main([*arguments, "--shuffle-partitions", "2", "--flap-span", "1m", "--top", "3"])
+
+    printed = capsys.readouterr().out.splitlines()
+    assert code == 0
+    # One progress line per stage, then the summary.
+    assert printed[0].startswith("[")
+    assert "] spark: master local[2]" in printed[0]
+    assert any("] wrote broker_windows: " in line for line in printed)
+    summary = printed[printed.index(next(line for line in printed if line.startswith("rollup of"))) :]
+    assert summary[0] == "rollup of 2 brokers (1, 2) from 2026-01-01 00:00:00Z to 2026-01-01 00:04:00Z"
+    assert (
+        summary[1]
+        == "windows: 1m (4 complete), 2m (2 complete); totals below are over the complete 1m windows"
+    )
+    shrinks = reference_increase(snapshots, M.ISR_SHRINKS.name, T0 + 240_000, 60_000)
+    expands = reference_increase(snapshots, M.ISR_EXPANDS.name, T0 + 240_000, 60_000)
+    assert summary[2] == f"ISR: {shrinks:.0f} shrinks, {expands:.0f} expands, n/a failed updates"
+    assert "2 written after 5 s of quiet, 0 forced by the 60 s bound, 4 checks deferred" in summary[3]
+    assert summary[4].startswith("partitions: max 1 offline, ")
+    assert summary[5] == "top flapping partitions: t-0 (2 cycles), t-1 (1 cycle)"
+    assert summary[6].startswith("missing from the snapshots (")
+    assert summary[-1] == f"report: {out / 'report' / 'index.html'}"
+
+    # Tables: Parquet under OUT/tables/<name>, windowed ones partitioned by window.
+    for name in job.TABLES:
+        assert (out / "tables" / name).is_dir(), name
+    cluster = spark.read.parquet(str(out / "tables" / "cluster_windows"))
+    assert sorted(r["window"] for r in cluster.select("window").distinct().collect()) == ["1m", "2m"]
+    one_minute = cluster.where(F.col("window") == "1m")
+    assert one_minute.count() == 4
+    assert one_minute.agg(F.sum("isr_shrinks")).first()[0] == shrinks  # type: ignore[index]
+    two_minutes = cluster.where(F.col("window") == "2m").agg(F.sum("isr_shrinks")).first()[0]  # type: ignore[index]
+    assert two_minutes == reference_increase(snapshots, M.ISR_SHRINKS.name, T0 + 240_000, 120_000)
+    brokers = spark.read.parquet(str(out / "tables" / "broker_windows")).where(F.col("window") == "1m")
+    gap = brokers.where((F.col("broker") == "2") & (F.unix_millis("window_start") == T0 + 60_000)).first()
+    assert gap is not None
+    assert (gap["n_samples"], gap["validity"]) == (4, "valid")  # 60..110 s minus the missed 90 and 100
+    assert brokers.where(F.col("broker") == "1").agg(F.max("propagation_delay_p50")).first()[0] is not None  # type: ignore[index]
+    histograms = spark.read.parquet(str(out / "tables" / "histogram_windows"))
+    assert {r["metric"] for r in histograms.select("metric").distinct().collect()} == {
+        M.PROPAGATION_DELAY.name
+    }
+
+    # Report: the PNGs and one page embedding them.
+    page = (out / "report" / "index.html").read_text(encoding="utf-8")
+    for plot in PLOTS:
+        assert (out / "report" / plot).stat().st_size > 1000
+    assert page.count('src="data:image/png;base64,') == len(PLOTS)
+    assert "<td>t-0</td>" in page
+
+
+@pytest.mark.spark
+def test_spark_reader_skips_tmp_files_and_reads_the_fixed_schema(spark: SparkSession, tmp_path: Path) -> None:
+    ts_ms = T0 + 1_234
+    write_snapshot([SnapshotRow(ts_ms, "1", "m", {"a": "b"}, 1.5, "gauge")], tmp_path)
+    torn = tmp_path / "date=2026-01-01" / "hour=00" / f"2-{ts_ms}.parquet.tmp"
+    torn.write_bytes(b"PAR1 not a parquet file")
+
+    rows = (
+        job._read_snapshots(spark, tmp_path)
+        .select(*SNAPSHOT_ARROW_SCHEMA.names, F.unix_millis("ts"))
+        .collect()
+    )
+
+    assert [(r["broker"], r["metric"], r["labels"], r["value"], r["type"], r[6]) for r in rows] == [
+        ("1", "m", {"a": "b"}, 1.5, "gauge", ts_ms)
+    ]
+
+
+def test_arrow_and_spark_snapshot_schemas_describe_the_same_columns() -> None:
+    spark_fields = [(f.name, f.dataType.simpleString(), f.nullable) for f in snapshot_struct_type().fields]
+    arrow_types = {
+        "timestamp[ms, tz=UTC]": "timestamp",
+        "string": "string",
+        "double": "double",
+        "map<string, string>": "map<string,string>",
+    }
+    arrow_fields = [(f.name, arrow_types[str(f.type)], f.nullable) for f in SNAPSHOT_ARROW_SCHEMA]
+    assert spark_fields == arrow_fields
+
+
+def test_rollup_of_an_empty_directory_exits_2_with_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "date=2026-01-01").mkdir()
+    (tmp_path / "date=2026-01-01" / "1-1.parquet.tmp").write_bytes(b"")
+
+    code = job.main(["--snapshots", str(tmp_path), "--out", str(tmp_path / "out")])
+
+    captured = capsys.readouterr()
+    assert code == 2
+    assert captured.err == f"actorlog rollup: no snapshot files (*.parquet) under {tmp_path}\n"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.spark
+def test_rollup_of_snapshots_without_any_rollup_metric_exits_2(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    write_snapshot([SnapshotRow(T0, "1", "process_cpu_seconds_total", {}, 1.0, "counter")], tmp_path / "in")
+
+    code = job.main(
+        ["--snapshots", str(tmp_path / "in"), "--out", str(tmp_path / "out"), "--shuffle-partitions", "2"]
+    )
+
+    captured = capsys.readouterr()
+    assert code == 2
+    assert (
+        captured.err
+        == f"actorlog rollup: the snapshot files under {tmp_path / 'in'} hold no metric the rollup reads\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("arguments", "message"),
+    [
+        (["--window", "1x"], "invalid duration '1x'"),
+        (["--as-of", "yesterday"], "invalid time 'yesterday'"),
+        (["--as-of", "2026-01-01T00:00:00"], "needs a time zone"),
+        (["--min-samples", "0"], "expected a positive integer"),
+        (["--conf", "novalue"], "expected KEY=VALUE"),
+    ],
+)
+def test_rollup_rejects_bad_arguments_with_one_line(
+    arguments: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        job.main(["--snapshots", str(tmp_path), "--out", str(tmp_path), *arguments])
+
+    captured = capsys.readouterr()
+    assert exit_info.value.code == 2
+    assert captured.err.count("\n") == 1
+    assert message in captured.err
