@@ -517,9 +517,10 @@ class BrokerActor(Actor[BrokerMessage]):
             )
         for wanted in request.partitions:
             ref = self._partition_ref(wanted.tp)
-            if ref is not None:
+            result = pending.results.get(wanted.tp)
+            if ref is not None and isinstance(result, PartitionReadResult):
                 self.watchers.setdefault(wanted.tp, set()).add(pending.request_id)
-                ctx.tell(ref, NotifyOnChange())
+                ctx.tell(ref, NotifyOnChange(result.log_end_offset, result.response.high_watermark))
 
     def _on_partition_changed(self, ctx: Context[BrokerMessage], message: PartitionChanged) -> None:
         for request_id in self.watchers.pop(message.tp, set()):

@@ -234,7 +234,7 @@ class PartitionActor(Actor[PartitionMessage]):
             case MaybeShrinkIsr():
                 self._on_maybe_shrink_isr(ctx)
             case NotifyOnChange():
-                self._notify_broker_on_change = True
+                self._on_notify_on_change(ctx, message)
             case AppendRecords():
                 self._on_append_records(ctx, message)
             case ReadRecords():
@@ -555,6 +555,7 @@ class PartitionActor(Actor[PartitionMessage]):
             PartitionReadResult(
                 self._fetch_response(high_watermark, log_start_offset, info.records),
                 high_watermark_advanced_for_follower=advanced,
+                log_end_offset=log_end_offset,
             )
         )
 
@@ -875,6 +876,18 @@ class PartitionActor(Actor[PartitionMessage]):
         if log.maybe_increment_high_watermark(max(candidate, 0)):
             self._complete_delayed_produces(ctx)
             self._changed(ctx)
+
+    def _on_notify_on_change(self, ctx: Context[PartitionMessage], message: NotifyOnChange) -> None:
+        log = self.log
+        if (
+            log is None
+            or not self.state.is_leader
+            or log.log_end_offset != message.seen_log_end_offset
+            or log.high_watermark != message.seen_high_watermark
+        ):
+            ctx.tell(self.broker, PartitionChanged(self.tp))
+            return
+        self._notify_broker_on_change = True
 
     def _changed(self, ctx: Context[PartitionMessage]) -> None:
         """New data, a new HW or a new role: wake the broker's parked fetches if it asked."""

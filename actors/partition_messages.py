@@ -73,7 +73,15 @@ class MaybeShrinkIsr:
 
 @dataclass(frozen=True, slots=True)
 class NotifyOnChange:
-    """Send the broker one ``PartitionChanged`` at the next append or high watermark change."""
+    """Send the broker one ``PartitionChanged`` at the next append or high watermark change.
+
+    ``seen_*`` are the offsets of the read that made the broker park a fetch: if the partition has
+    already moved past them (another request got in between), it answers at once, so no change is
+    ever missed.
+    """
+
+    seen_log_end_offset: int
+    seen_high_watermark: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +121,8 @@ class PartitionReadResult:
     response: FetchPartitionResponse
     # For follower fetches: the HW is above what this follower was last sent (KIP-392: answer now).
     high_watermark_advanced_for_follower: bool = False
+    # The leader's log end offset when the read happened (-1 when the read failed).
+    log_end_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)

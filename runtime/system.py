@@ -467,6 +467,9 @@ class ActorSystem:
         self._reply_ids = itertools.count(1)
         self._ask_ids = itertools.count(1)
         self._task_group: asyncio.TaskGroup | None = None
+        # Tasks that are not mailbox loops (pipes, remote asks, transport pumps): cancelled at
+        # shutdown, since their outcome would go to actors that no longer exist.
+        self._auxiliary_tasks: set[asyncio.Task[None]] = set()
         self._dead_letters_total = 0
         self._closing = False
 
@@ -497,18 +500,26 @@ class ActorSystem:
         self._closing = True
         for cell in reversed(list(self._top_level.values())):
             self._stop_cell(cell)
-        for route in list(self._routes.values()):
+        routes = list(self._routes.values())
+        self._routes.clear()
+        for route in routes:
             if route.timer is not None:
                 route.timer.cancel()
-        self._routes.clear()
+            # Whoever waits for these replies learns that this node is gone.
+            route.fail(PeerUnavailable(node_id=self.node_id, reason="node shutting down"))
         if self.transport is not None:
             await self.transport.stop()
+        for task in list(self._auxiliary_tasks):
+            task.cancel()
 
-    def _spawn_task(self, coroutine: Coroutine[Any, Any, None]) -> None:
+    def _spawn_task(self, coroutine: Coroutine[Any, Any, None], *, auxiliary: bool = True) -> None:
         if self._task_group is None:
             coroutine.close()
             raise RuntimeError("the actor system is not running (use `async with`)")
-        self._task_group.create_task(coroutine)
+        task = self._task_group.create_task(coroutine)
+        if auxiliary:
+            self._auxiliary_tasks.add(task)
+            task.add_done_callback(self._auxiliary_tasks.discard)
 
     # ------------------------------------------------------------------------------ spawning
 
@@ -543,7 +554,7 @@ class ActorSystem:
             self._top_level[ref.name] = cell
         else:
             parent.children[ref.name] = cell
-        self._spawn_task(cell.run())
+        self._spawn_task(cell.run(), auxiliary=False)
         return ref
 
     def _stop_cell(self, cell: _Cell) -> None:
@@ -576,7 +587,7 @@ class ActorSystem:
         async def fail_node() -> None:
             raise ChildFailedError(cell.ref, error)
 
-        self._spawn_task(fail_node())
+        self._spawn_task(fail_node(), auxiliary=False)
 
     def _dead_letter(self, target: ActorRef, item: object) -> None:
         self._dead_letters_total += 1
@@ -707,18 +718,20 @@ class ActorSystem:
             fail(PeerUnavailable(node_id=target.node_id, reason="no transport"))
             return
         envelope = WireEnvelope(target.name, effect.message, cell.ref, effect.timeout_ms)
-        self.activity.begin()
+        # The request counts as activity until it is in the target's mailbox (which counts it from
+        # there); waiting for the reply is not activity: the target may park it on a timer.
+        in_transit = _ActivityUnit(self.activity)
 
         async def remote_ask() -> None:
             try:
-                reply = await transport.ask(target.node_id, envelope, effect.timeout_ms)
+                reply = await transport.ask(target.node_id, envelope, effect.timeout_ms, in_transit.release)
             except TransportError as error:
                 fail(_failure_of(error, target))
             else:
                 if not cell.stopped:
                     deliver(reply)
             finally:
-                self.activity.end()
+                in_transit.release()
 
         self._spawn_task(remote_ask())
 
@@ -728,7 +741,11 @@ class ActorSystem:
             if self.transport is None:
                 raise PeerUnavailableError(target.node_id, "no transport")
             envelope = WireEnvelope(target.name, message, None, timeout_ms)
-            return await self.transport.ask(target.node_id, envelope, timeout_ms)
+            in_transit = _ActivityUnit(self.activity)
+            try:
+                return await self.transport.ask(target.node_id, envelope, timeout_ms, in_transit.release)
+            finally:
+                in_transit.release()
         cell = self._cells.get(target.name)
         if cell is None:
             raise UnknownActorError(str(target))
@@ -785,6 +802,9 @@ class ActorSystem:
         await cell.enqueue_when_space(Envelope(envelope.message, envelope.sender))
 
     async def deliver_ask(self, envelope: WireEnvelope) -> object:
+        return await (await self.submit_ask(envelope))
+
+    async def submit_ask(self, envelope: WireEnvelope) -> asyncio.Future[Any]:
         cell = self._cells.get(envelope.target)
         if cell is None:
             raise UnknownActorError(f"{envelope.target}@{self.node_id}")
@@ -795,7 +815,7 @@ class ActorSystem:
         except MailboxClosedError:
             self._routes.pop(pending.requester.reply_id, None)
             raise UnknownActorError(f"{envelope.target}@{self.node_id}") from None
-        return await pending.result
+        return pending.result
 
     # ---------------------------------------------------------------------------- observing
 
@@ -819,6 +839,22 @@ class ActorSystem:
     async def wait_idle(self) -> None:
         """Wait until no message, pipe or delivery is pending (see runtime.activity)."""
         await self.activity.wait_idle()
+
+
+class _ActivityUnit:
+    """One unit of activity, released at most once."""
+
+    __slots__ = ("_activity", "_held")
+
+    def __init__(self, activity: Activity) -> None:
+        self._activity = activity
+        self._held = True
+        activity.begin()
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._activity.end()
 
 
 @dataclass(frozen=True, slots=True)

@@ -16,6 +16,7 @@ for both the memory and the HTTP transport):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Coroutine
 from typing import Any, Protocol
 
@@ -40,6 +41,10 @@ class InboundHandler(Protocol):
         """Enqueue an ask and wait for its reply. Raises UnknownActorError or AskTimeoutError."""
         ...
 
+    async def submit_ask(self, envelope: WireEnvelope) -> asyncio.Future[object]:
+        """Enqueue an ask (waiting for capacity) and return the future of its reply."""
+        ...
+
 
 class Transport(Protocol):
     async def start(self, inbound: InboundHandler, spawn: TaskSpawner) -> None:
@@ -50,8 +55,15 @@ class Transport(Protocol):
         """Queue a tell for ``node_id`` (never blocks; dropped and counted if undeliverable)."""
         ...
 
-    async def ask(self, node_id: str, envelope: WireEnvelope, timeout_ms: int) -> object:
-        """Send an ask and return the reply, or raise a TransportError subclass."""
+    async def ask(
+        self, node_id: str, envelope: WireEnvelope, timeout_ms: int, on_sent: Callable[[], None] | None = None
+    ) -> object:
+        """Send an ask and return the reply, or raise a TransportError subclass.
+
+        ``on_sent`` is called once the request is handed over (for the memory transport: once it is
+        in the target's mailbox), so that virtual-time tests know a pending reply is no longer work
+        in flight but a wait.
+        """
         ...
 
     async def stop(self) -> None:

@@ -426,8 +426,12 @@ class HttpTransport:
                 )
             await response.read()
 
-    async def ask(self, node_id: str, envelope: WireEnvelope, timeout_ms: int) -> object:
+    async def ask(
+        self, node_id: str, envelope: WireEnvelope, timeout_ms: int, on_sent: Callable[[], None] | None = None
+    ) -> object:
         self.statistics.asks_sent_total += 1
+        if on_sent is not None:
+            on_sent()  # real time: nothing waits on this hook
         try:
             return await self._ask(node_id, envelope, timeout_ms)
         except Exception:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from runtime.activity import Activity
@@ -131,11 +132,16 @@ class MemoryTransport:
             finally:
                 self._network.activity.end()
 
-    async def ask(self, node_id: str, envelope: WireEnvelope, timeout_ms: int) -> object:
+    async def ask(
+        self, node_id: str, envelope: WireEnvelope, timeout_ms: int, on_sent: Callable[[], None] | None = None
+    ) -> object:
         source = self._node_id
         assert source is not None
         inbound = self._network.lookup(source, node_id)
-        reply = await inbound.deliver_ask(self._network.transfer(envelope))
+        future = await inbound.submit_ask(self._network.transfer(envelope))
+        if on_sent is not None:
+            on_sent()
+        reply = await future
         if not self._network.reachable(source, node_id):
             raise PeerUnavailableError(node_id, "network partition")
         return self._network.transfer_reply(reply)

@@ -1,0 +1,126 @@
+"""The composition root: the one place where a broker node is assembled from its adapters.
+
+A node is an actor system whose actors run on five ports (Clock, Rng, Transport, FileSystem,
+Coordinator). Production passes the loop clock, the OS file system, the aiozk coordinator and the
+HTTP transport; tests pass virtual time, the memory file system, the in-memory ZooKeeper and the
+memory network. Everything else is identical, so a test cluster exercises the code a real broker
+runs.
+
+Start-up order: open the log dir (recovery runs here, in a worker thread for the OS file system),
+open the ZooKeeper session, start the actor system and the broker actor (which registers the broker
+and starts its tasks). Shutdown is the reverse: stop the actors (children first), close the logs
+cleanly (flush, checkpoints, clean-shutdown marker), close the session (the registration vanishes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import actors.protocol
+import runtime.messages
+from actors import zk_data
+from actors.broker import BROKER_ACTOR_NAME, BrokerActor
+from actors.config import BrokerConfig
+from actors.types import broker_node
+from runtime.activity import Activity
+from runtime.clock import Clock
+from runtime.codec import Codec
+from runtime.coordination.base import Coordinator
+from runtime.ref import ActorRef
+from runtime.storage.config import LogConfig
+from runtime.storage.fs import FileSystem
+from runtime.storage.log_manager import LogManager
+from runtime.system import ActorSystem
+from runtime.transport.addresses import AddressBook
+from runtime.transport.base import Transport
+
+__all__ = ["BrokerNode", "NodeAdapters", "broker_node_context", "wire_codec"]
+
+
+def wire_codec() -> Codec:
+    """Every message that may cross between nodes."""
+    return Codec.from_modules(runtime.messages, actors.protocol)
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAdapters:
+    clock: Clock
+    fs: FileSystem
+    coordinator: Coordinator
+    transport: Transport
+    address_book: AddressBook
+    rng: random.Random
+    activity: Activity | None = None
+    # Load logs in a worker thread (the OS file system); the memory one is loaded inline.
+    load_logs_in_thread: bool = False
+
+
+@dataclass(slots=True)
+class BrokerNode:
+    config: BrokerConfig
+    system: ActorSystem
+    log_manager: LogManager
+    coordinator: Coordinator
+    broker: ActorRef
+
+
+@contextlib.asynccontextmanager
+async def broker_node_context(
+    config: BrokerConfig,
+    *,
+    adapters: NodeAdapters,
+    log_dir: str,
+    host: str,
+    port: int,
+    default_log_config: LogConfig | None = None,
+    rack: str | None = None,
+) -> AsyncIterator[BrokerNode]:
+    """Run one broker node for the duration of the ``async with`` block."""
+    clock = adapters.clock
+
+    def open_logs() -> LogManager:
+        return LogManager.open(
+            adapters.fs,
+            log_dir,
+            now_ms=clock.now_ms(),
+            wall_clock_ms=clock.wall_clock_ms(),
+            rng=adapters.rng,
+            default_config=default_log_config,
+        )
+
+    log_manager = await asyncio.to_thread(open_logs) if adapters.load_logs_in_thread else open_logs()
+    coordinator = adapters.coordinator
+    await coordinator.start()
+    for path in zk_data.PERSISTENT_ZK_PATHS:
+        await coordinator.ensure_path(path)
+    registration = zk_data.http_broker_registration(
+        config.broker_id, host, port, timestamp_ms=clock.wall_clock_ms(), rack=rack
+    )
+    adapters.address_book.set(broker_node(config.broker_id), f"http://{host}:{port}")
+    system = ActorSystem(
+        broker_node(config.broker_id),
+        clock=clock,
+        rng=adapters.rng,
+        transport=adapters.transport,
+        activity=adapters.activity,
+    )
+    try:
+        async with system:
+            broker = system.spawn(
+                BROKER_ACTOR_NAME,
+                lambda: BrokerActor(
+                    config=config,
+                    log_manager=log_manager,
+                    coordinator=coordinator,
+                    registration=registration,
+                    address_book=adapters.address_book,
+                ),
+            )
+            yield BrokerNode(config, system, log_manager, coordinator, broker)
+    finally:
+        log_manager.close(now_ms=clock.now_ms())
+        await coordinator.close()

@@ -1,0 +1,373 @@
+"""An in-process cluster on virtual time: N broker nodes built by ``ops.wiring`` on memory adapters.
+
+Brokers share one ManualClock, one Activity (so ``advance`` waits for the whole cluster to settle),
+one MemoryNetwork (every message round-trips through the real codec), and one in-memory ZooKeeper;
+each has its own MemoryFileSystem and ZooKeeper session. A client node (``client``) sends requests
+to brokers, and until the controller exists ``make_leader`` plays its part: it writes the partition
+state znode and sends LeaderAndIsr and UpdateMetadata, exactly what a controller would send.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors import zk_data
+from actors.config import BrokerConfig
+from actors.protocol import (
+    BrokerEndpoint,
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceResponse,
+    StopReplicaRequest,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+from actors.types import TopicPartition, broker_node
+from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
+from runtime.activity import Activity
+from runtime.clock import ManualClock
+from runtime.coordination import MemoryCoordinator, MemoryZooKeeper, NodeExistsError
+from runtime.ref import ActorRef
+from runtime.storage.fs import MemoryFileSystem
+from runtime.storage.record_builder import SimpleRecord, build_batch
+from runtime.storage.records import iterate_batches
+from runtime.system import ActorSystem
+from runtime.testkit import advance
+from runtime.transport.addresses import AddressBook
+from runtime.transport.memory import MemoryNetwork, MemoryTransport
+
+CONTROLLER_ID = 1000
+
+
+def batch(*values: bytes, key: bytes | None = None) -> bytes:
+    return build_batch([SimpleRecord(value=value, key=key) for value in values])
+
+
+def values_of(records: bytes) -> list[tuple[int, bytes | None]]:
+    """(offset, value) of every complete batch's records."""
+    return [
+        (record.offset, record.value) for batch_ in iterate_batches(records) for record in batch_.records()
+    ]
+
+
+@dataclass
+class BrokerHandle:
+    broker_id: int
+    fs: MemoryFileSystem
+    coordinator: MemoryCoordinator
+    node: BrokerNode | None = None
+    stack: contextlib.AsyncExitStack | None = None
+
+    @property
+    def ref(self) -> ActorRef:
+        return ActorRef(node_id=broker_node(self.broker_id), name="broker")
+
+
+@dataclass
+class InProcessCluster:
+    config_overrides: dict[str, Any] = field(default_factory=dict)
+    clock: ManualClock = field(default_factory=ManualClock)
+    activity: Activity = field(default_factory=Activity)
+    zookeeper: MemoryZooKeeper = field(default_factory=MemoryZooKeeper)
+    brokers: dict[int, BrokerHandle] = field(default_factory=dict)
+    controller_epoch: int = 1
+
+    def __post_init__(self) -> None:
+        self.network = MemoryNetwork(codec=wire_codec(), activity=self.activity)
+        self.client = ActorSystem(
+            "client", clock=self.clock, transport=MemoryTransport(self.network), activity=self.activity
+        )
+        self._stack = contextlib.AsyncExitStack()
+        # (tp) -> (leader epoch, zk version, replicas) as the stand-in controller last decided.
+        self.partition_states: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
+
+    def config(self, broker_id: int) -> BrokerConfig:
+        settings: dict[str, Any] = {
+            "broker_id": broker_id,
+            "replica_lag_time_max_ms": 10_000,
+            "replica_fetch_wait_max_ms": 500,
+            "replica_fetch_backoff_ms": 1_000,
+            "min_insync_replicas": 2,
+        }
+        settings.update(self.config_overrides)
+        return BrokerConfig(**settings)
+
+    async def __aenter__(self) -> InProcessCluster:
+        await self._stack.enter_async_context(self.client)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        for broker_id in list(self.brokers):
+            await self.stop_broker(broker_id)
+        await self._stack.aclose()
+
+    # ------------------------------------------------------------------------------ brokers
+
+    async def start_broker(self, broker_id: int, *, keep_disk: bool = True) -> BrokerHandle:
+        handle = self.brokers.get(broker_id)
+        if handle is None or not keep_disk:
+            handle = BrokerHandle(
+                broker_id,
+                MemoryFileSystem(self.clock.wall_clock_ms),
+                MemoryCoordinator(self.zookeeper, session_timeout_ms=6_000),
+            )
+            self.brokers[broker_id] = handle
+        else:
+            handle.coordinator = MemoryCoordinator(self.zookeeper, session_timeout_ms=6_000)
+        adapters = NodeAdapters(
+            clock=self.clock,
+            fs=handle.fs,
+            coordinator=handle.coordinator,
+            transport=MemoryTransport(self.network),
+            address_book=AddressBook(),
+            rng=random.Random(broker_id),
+            activity=self.activity,
+        )
+        stack = contextlib.AsyncExitStack()
+        handle.node = await stack.enter_async_context(
+            broker_node_context(
+                self.config(broker_id),
+                adapters=adapters,
+                log_dir="/data",
+                host=f"broker-{broker_id}",
+                port=9092,
+            )
+        )
+        handle.stack = stack
+        await self.settle()
+        return handle
+
+    async def stop_broker(self, broker_id: int) -> None:
+        """A clean stop: actors stop, logs close with the clean-shutdown marker, session closes."""
+        handle = self.brokers[broker_id]
+        if handle.stack is not None:
+            await handle.stack.aclose()
+        handle.stack = None
+        handle.node = None
+        await self.settle()
+
+    def live_endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        return tuple(
+            BrokerEndpoint(broker_id=b, host=f"broker-{b}", port=9092)
+            for b, handle in sorted(self.brokers.items())
+            if handle.node is not None
+        )
+
+    # ------------------------------------------------------------------------------ time
+
+    async def settle(self) -> None:
+        await self.activity.wait_idle()
+
+    async def advance(self, delta_ms: int) -> None:
+        await advance(self.clock, self.activity, delta_ms)
+
+    # ------------------------------------------------------------------ stand-in controller
+
+    async def make_leader(
+        self,
+        tp: TopicPartition,
+        *,
+        leader: int,
+        isr: Sequence[int],
+        replicas: Sequence[int],
+        leader_epoch: int | None = None,
+        recipients: Sequence[int] | None = None,
+    ) -> dict[int, LeaderAndIsrResponse]:
+        """Write the partition state znode and send LeaderAndIsr to the live replicas."""
+        previous = self.partition_states.get(tp)
+        epoch = leader_epoch if leader_epoch is not None else (previous.leader_epoch + 1 if previous else 0)
+        admin = self.brokers[next(iter(self.brokers))].coordinator
+        path = zk_data.partition_state_path(tp.topic, tp.partition)
+        data = zk_data.encode_partition_state(
+            zk_data.PartitionState(
+                leader=leader, leader_epoch=epoch, isr=tuple(isr), controller_epoch=self.controller_epoch
+            )
+        )
+        await admin.ensure_path(zk_data.topic_partition_path(tp.topic, tp.partition))
+        try:
+            created = await admin.create(path, data)
+            zk_version = created.stat.version
+        except NodeExistsError:
+            zk_version = (await admin.set(path, data, version=-1)).version
+        state = LeaderAndIsrPartitionState(
+            topic=tp.topic,
+            partition=tp.partition,
+            controller_epoch=self.controller_epoch,
+            leader=leader,
+            leader_epoch=epoch,
+            isr=tuple(isr),
+            zk_version=zk_version,
+            replicas=tuple(replicas),
+            is_new=previous is None,
+        )
+        self.partition_states[tp] = state
+        await self.update_metadata()
+        endpoints = self.live_endpoints()
+        responses: dict[int, LeaderAndIsrResponse] = {}
+        for broker_id in recipients if recipients is not None else replicas:
+            handle = self.brokers.get(broker_id)
+            if handle is None or handle.node is None:
+                continue
+            responses[broker_id] = await self.client.ask(
+                handle.ref,
+                LeaderAndIsrRequest(
+                    controller_id=CONTROLLER_ID,
+                    controller_epoch=self.controller_epoch,
+                    broker_epoch=-1,
+                    partition_states=(state,),
+                    live_leaders=tuple(e for e in endpoints if e.broker_id == leader),
+                ),
+                timeout_ms=30_000,
+            )
+        await self.settle()
+        return responses
+
+    async def send_current_state(self, tp: TopicPartition, recipients: Sequence[int]) -> None:
+        """What the controller does for a broker that starts (onBrokerStartup, §11.3): send it the
+        partition's current state, as ZooKeeper holds it, without bumping the leader epoch."""
+        zk_state, zk_version = await self.zk_partition_state(tp)
+        previous = self.partition_states[tp]
+        state = LeaderAndIsrPartitionState(
+            topic=tp.topic, partition=tp.partition, controller_epoch=zk_state.controller_epoch,
+            leader=zk_state.leader, leader_epoch=zk_state.leader_epoch, isr=zk_state.isr,
+            zk_version=zk_version, replicas=previous.replicas,
+        )  # fmt: skip
+        self.partition_states[tp] = state
+        await self.update_metadata()
+        endpoints = self.live_endpoints()
+        for broker_id in recipients:
+            await self.client.ask(
+                self.brokers[broker_id].ref,
+                LeaderAndIsrRequest(
+                    controller_id=CONTROLLER_ID, controller_epoch=self.controller_epoch, broker_epoch=-1,
+                    partition_states=(state,),
+                    live_leaders=tuple(e for e in endpoints if e.broker_id == state.leader),
+                ),
+                timeout_ms=30_000,
+            )  # fmt: skip
+        await self.settle()
+
+    async def update_metadata(self) -> None:
+        states = tuple(
+            UpdateMetadataPartitionState(
+                topic=s.topic,
+                partition=s.partition,
+                controller_epoch=s.controller_epoch,
+                leader=s.leader,
+                leader_epoch=s.leader_epoch,
+                isr=s.isr,
+                zk_version=s.zk_version,
+                replicas=s.replicas,
+            )  # fmt: skip
+            for s in self.partition_states.values()
+        )
+        endpoints = self.live_endpoints()
+        for endpoint in endpoints:
+            await self.client.ask(
+                self.brokers[endpoint.broker_id].ref,
+                UpdateMetadataRequest(
+                    controller_id=CONTROLLER_ID,
+                    controller_epoch=self.controller_epoch,
+                    broker_epoch=-1,
+                    partition_states=states,
+                    live_brokers=endpoints,
+                ),
+                timeout_ms=30_000,
+            )
+
+    async def stop_replica(
+        self, broker_id: int, tps: Sequence[TopicPartition], *, delete: bool = False
+    ) -> None:
+        await self.client.ask(
+            self.brokers[broker_id].ref,
+            StopReplicaRequest(
+                controller_id=CONTROLLER_ID,
+                controller_epoch=self.controller_epoch,
+                broker_epoch=-1,
+                delete_partitions=delete,
+                partitions=tuple(tps),
+            ),
+            timeout_ms=30_000,
+        )
+        await self.settle()
+
+    # ------------------------------------------------------------------------------ clients
+
+    def produce_request(
+        self, tp: TopicPartition, records: bytes, *, acks: int = -1, timeout_ms: int = 30_000
+    ) -> ProduceRequest:
+        return ProduceRequest(
+            acks=acks,
+            timeout_ms=timeout_ms,
+            partitions=(ProducePartitionData(topic=tp.topic, partition=tp.partition, records=records),),
+        )
+
+    async def produce(
+        self, broker_id: int, tp: TopicPartition, records: bytes, *, acks: int = -1, timeout_ms: int = 30_000
+    ) -> ProduceResponse:
+        response = await self.client.ask(
+            self.brokers[broker_id].ref,
+            self.produce_request(tp, records, acks=acks, timeout_ms=timeout_ms),
+            timeout_ms=timeout_ms + 60_000,
+        )
+        assert isinstance(response, ProduceResponse)
+        return response
+
+    async def fetch(
+        self, broker_id: int, tp: TopicPartition, offset: int, *, max_wait_ms: int = 0, leader_epoch: int = -1
+    ) -> FetchResponse:
+        response = await self.client.ask(
+            self.brokers[broker_id].ref,
+            FetchRequest(
+                replica_id=-1,
+                max_wait_ms=max_wait_ms,
+                min_bytes=1,
+                max_bytes=10 << 20,
+                partitions=(
+                    FetchPartition(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        fetch_offset=offset,
+                        partition_max_bytes=1 << 20,
+                        current_leader_epoch=leader_epoch,
+                    ),
+                ),  # fmt: skip
+            ),
+            timeout_ms=max_wait_ms + 30_000,
+        )
+        assert isinstance(response, FetchResponse)
+        return response
+
+    # ------------------------------------------------------------------------------ peeking
+
+    def partition(self, broker_id: int, tp: TopicPartition) -> Any:
+        """The live PartitionActor instance (white-box checks)."""
+        node = self.brokers[broker_id].node
+        assert node is not None
+        for ref, actor in node.system.actor_instances():
+            if ref.name == f"partition/{tp}":
+                return actor
+        raise KeyError(f"broker {broker_id} hosts no {tp}")
+
+    def log(self, broker_id: int, tp: TopicPartition) -> Any:
+        node = self.brokers[broker_id].node
+        assert node is not None
+        log = node.log_manager.get_log(tp)
+        assert log is not None
+        return log
+
+    async def zk_partition_state(self, tp: TopicPartition) -> tuple[zk_data.PartitionState, int]:
+        admin = next(h.coordinator for h in self.brokers.values() if h.node is not None)
+        path = zk_data.partition_state_path(tp.topic, tp.partition)
+        data, stat = await admin.get(path)
+        return zk_data.decode_partition_state(data, path=path), stat.version
