@@ -268,7 +268,7 @@ class InProcessCluster:
                 isr=s.isr,
                 zk_version=s.zk_version,
                 replicas=s.replicas,
-            )  # fmt: skip
+            )
             for s in self.partition_states.values()
         )
         endpoints = self.live_endpoints()
@@ -341,7 +341,7 @@ class InProcessCluster:
                         partition_max_bytes=1 << 20,
                         current_leader_epoch=leader_epoch,
                     ),
-                ),  # fmt: skip
+                ),
             ),
             timeout_ms=max_wait_ms + 30_000,
         )
