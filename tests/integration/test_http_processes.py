@@ -48,9 +48,13 @@ async def node_process(*arguments: str) -> AsyncIterator[tuple[asyncio.subproces
 
 
 async def test_two_processes_exchange_asks_over_http() -> None:
-    async with node_process("--node-id", "a", "--secret", SECRET) as (_, url_a), node_process(
-        "--node-id", "b", "--secret", SECRET, "--peer", f"a={url_a}", "--asks", "50"
-    ) as (process_b, url_b):
+    async with (
+        node_process("--node-id", "a", "--secret", SECRET) as (_, url_a),
+        node_process("--node-id", "b", "--secret", SECRET, "--peer", f"a={url_a}", "--asks", "50") as (
+            process_b,
+            url_b,
+        ),
+    ):
         assert process_b.stdout is not None
         line = (await asyncio.wait_for(process_b.stdout.readline(), timeout=30)).decode()
         assert line.split() == ["ASKS", "50", "0"]

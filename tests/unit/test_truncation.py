@@ -60,7 +60,9 @@ def test_multi_round_truncation_from_kip_279() -> None:
     leader_epochs = [(1, 0), (3, 1), (5, 2)]
     leader_end = 3
 
-    def end_offset_for(entries: list[tuple[int, int]], requested: int, log_end: int) -> tuple[int, int] | None:
+    def end_offset_for(
+        entries: list[tuple[int, int]], requested: int, log_end: int
+    ) -> tuple[int, int] | None:
         # LeaderEpochFileCache.endOffsetFor (§5.4): below every entry → (requested, first start).
         previous = [e for e in entries if e[0] <= requested]
         subsequent = [e for e in entries if e[0] > requested]
