@@ -134,7 +134,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     MetricSpec("kafka_server_sessionexpirelistener_zookeeperexpires_total", C, "ZooKeeper session expiries."),
     MetricSpec("kafka_server_sessionexpirelistener_zookeeperdisconnects_total", C, "ZooKeeper connection losses."),
     MetricSpec("kafka_server_sessionexpirelistener_zookeepersyncconnects_total", C, "ZooKeeper (re)connections."),
-    MetricSpec("kafka_server_zookeeper_request_duration_seconds", H, "ZooKeeper request latency."),
+    MetricSpec("kafka_server_zookeeper_requests_total", C, "Requests sent to ZooKeeper."),
+    MetricSpec("kafka_server_zookeeper_request_seconds_total", C,
+               "Total time spent in ZooKeeper requests (rate over requests_total's rate = mean latency)."),
     MetricSpec("kafka_server_kafkaserver_brokerstate", G,
                "Broker state (Kafka's numbering: 0 not running, 1 starting, 3 running, "
                "6 pending controlled shutdown, 7 shutting down)."),

@@ -7,7 +7,7 @@ Two readings are offered, both in integer milliseconds:
 * ``wall_clock_ms()`` is Unix-epoch time. It is used only where Kafka writes a timestamp people
   read: record timestamps (CreateTime/LogAppendTime), znode ``timestamp`` fields, segment file times.
 
-``LoopClock`` reads the running asyncio loop's monotonic clock and schedules on the loop.
+``LoopClock`` reads the monotonic clock asyncio's default loop uses and schedules on the loop.
 ``ManualClock`` is virtual time for tests and simulations: nothing moves until a test calls
 ``advance``/``advance_to``, which runs due callbacks in (due time, scheduling order).
 
@@ -69,7 +69,9 @@ class LoopClock:
         return self._loop
 
     def now_ms(self) -> int:
-        return int(self._get_loop().time() * 1000)
+        # asyncio's default loop clock is time.monotonic; reading it directly works from any
+        # thread (log recovery runs in a worker thread at start-up).
+        return time.monotonic_ns() // 1_000_000
 
     def wall_clock_ms(self) -> int:
         return time.time_ns() // 1_000_000

@@ -290,3 +290,11 @@ _BROKER_KEYS: Final[dict[str, tuple[tuple[str, int], ...]]] = {
     "flush_policy": (("log.flush.policy", 1),),
     "records_validation": (("log.records.validation", 1),),
 }
+
+TOPIC_CONFIG_KEYS: Final[frozenset[str]] = frozenset(_TOPIC_KEYS)
+"""Every topic-level key LogConfig.from_properties accepts (``segment.bytes``, ``retention.ms``...)."""
+
+BROKER_LOG_CONFIG_KEYS: Final[frozenset[str]] = frozenset(
+    key for keys in _BROKER_KEYS.values() for key, _ in keys
+)
+"""Every broker-level log default LogConfig.from_broker_properties reads (``log.segment.bytes``...)."""

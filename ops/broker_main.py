@@ -1,0 +1,186 @@
+"""``actorlog broker start --config FILE [--override k=v ...]``: one broker process.
+
+What Kubernetes (and ``actorlog cluster up``) runs. The process serves, on its one HTTP listener:
+the internal actor endpoints (shared-secret authenticated), ``GET /metrics``, ``GET /healthz``
+(liveness: answers while the event loop is responsive) and ``GET /readyz`` (readiness: registered in
+ZooKeeper and every followed partition caught up with its leader), plus the JSON API.
+
+SIGTERM or SIGINT stops the broker cleanly: actors stop, logs are flushed and closed with the
+clean-shutdown marker, the ZooKeeper session closes (the registration vanishes at once). A second
+signal during shutdown exits immediately.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Callable
+
+import orjson
+from aiohttp import web
+
+from actors.broker import BrokerActor
+from actors.replica_fetcher import FetchPhase, ReplicaFetcherActor
+from ops.broker_metrics import ControllerSnapshot, broker_metric_families, collect_node
+from ops.config import BrokerSettings, ConfigError, load_broker_settings
+from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
+from runtime.clock import LoopClock
+from runtime.coordination.zk import ZkCoordinator
+from runtime.logging import configure_logging
+from runtime.metrics import NodeMetrics
+from runtime.rng import fresh_seed, node_rng
+from runtime.storage.os_fs import OsFileSystem
+from runtime.transport.addresses import AddressBook
+from runtime.transport.http import HttpServer, HttpTransport
+
+__all__ = ["main", "readiness", "run_broker"]
+
+_log = logging.getLogger("actorlog.broker")
+
+
+def readiness(node: BrokerNode | None) -> tuple[bool, dict[str, object]]:
+    """Ready = registered in ZooKeeper and caught up on every followed partition."""
+    if node is None:
+        return False, {"reason": "starting"}
+    registered = False
+    lagging: list[str] = []
+    for _, actor in node.system.actor_instances():
+        if isinstance(actor, BrokerActor):
+            registered = actor.statistics().registered
+        elif isinstance(actor, ReplicaFetcherActor):
+            stats = actor.statistics()
+            lagging += [
+                str(p.tp) for p in stats.partitions if p.phase is not FetchPhase.FETCHING or p.lag > 0
+            ]
+    ready = registered and not lagging
+    detail: dict[str, object] = {"registered": registered, "lagging_partitions": sorted(lagging)}
+    return ready, detail
+
+
+def health_routes(node_ref: Callable[[], BrokerNode | None]) -> list[web.RouteDef]:
+    async def healthz(request: web.Request) -> web.Response:
+        return web.Response(body=orjson.dumps({"status": "ok"}), content_type="application/json")
+
+    async def readyz(request: web.Request) -> web.Response:
+        ready, detail = readiness(node_ref())
+        return web.Response(
+            status=200 if ready else 503,
+            body=orjson.dumps({"ready": ready, **detail}),
+            content_type="application/json",
+        )
+
+    return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
+
+
+async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
+    """Run one broker until ``stop`` is set."""
+    config = settings.broker
+    clock = LoopClock()
+    address_book = AddressBook()
+    transport = HttpTransport(
+        wire_codec(),
+        secret=settings.internal_auth_secret,
+        resolve=address_book.resolve,
+        max_body_bytes=settings.socket_request_max_bytes,
+    )
+    coordinator = ZkCoordinator(
+        settings.zookeeper_connect,
+        session_timeout_ms=config.zookeeper_session_timeout_ms,
+        connection_timeout_ms=config.zookeeper_connection_timeout_ms,
+        clock=clock,
+    )
+    metrics = NodeMetrics()
+    current: BrokerNode | None = None
+    server = HttpServer(
+        settings.listener.host,
+        settings.listener.port,
+        routes=[*transport.routes(), metrics.route(), *health_routes(lambda: current)],
+        max_body_bytes=settings.socket_request_max_bytes,
+    )
+    await server.start()
+    seed = fresh_seed()
+    _log.info("broker %d listening on %s (rng seed %d)", config.broker_id, server.url, seed)
+    try:
+        adapters = NodeAdapters(
+            clock=clock,
+            fs=OsFileSystem(),
+            coordinator=coordinator,
+            transport=transport,
+            address_book=address_book,
+            rng=node_rng(seed, str(config.broker_id)),
+            load_logs_in_thread=True,
+        )
+        async with broker_node_context(
+            config,
+            adapters=adapters,
+            log_dir=settings.log_dir,
+            host=settings.advertised_listener.host,
+            port=settings.advertised_listener.port,
+            default_log_config=settings.log_config,
+            rack=settings.rack,
+        ) as node:
+            current = node
+            controller = ControllerSnapshot()
+            metrics.add_collector(
+                lambda: broker_metric_families(
+                    node.system, collect_node(node.system, coordinator.statistics()), controller
+                )
+            )
+            _log.info("broker %d started", config.broker_id)
+            await stop.wait()
+            _log.info("broker %d shutting down", config.broker_id)
+    finally:
+        await server.stop()
+    _log.info("broker %d stopped", config.broker_id)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Run one actorlog broker.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    start = commands.add_parser("start", help="start a broker in the foreground")
+    start.add_argument("--config", required=True, help="a properties file with Kafka's keys")
+    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="override a key")
+    start.add_argument("--log-format", choices=["json", "console"], default="json")
+    start.add_argument("--log-level", default="INFO")
+    arguments = parser.parse_args(argv)
+    try:
+        settings = load_broker_settings(config_file=arguments.config, overrides=arguments.override)
+    except ConfigError as error:
+        print(f"actorlog broker: {error}", file=sys.stderr)
+        return 2
+    configure_logging(arguments.log_level, fmt=arguments.log_format)
+    for line in settings.describe():
+        _log.info("config: %s", line)
+    return asyncio.run(_serve(settings))
+
+
+async def _serve(settings: BrokerSettings) -> int:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    signals = 0
+
+    def on_signal() -> None:
+        nonlocal signals
+        signals += 1
+        if signals > 1:
+            _log.warning("second stop signal: exiting without a clean shutdown")
+            os._exit(130)
+        stop.set()
+
+    for number in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(number, on_signal)
+    try:
+        await run_broker(settings, stop=stop)
+    except OSError as error:
+        print(f"actorlog broker: {error}", file=sys.stderr)
+        return 1
+    finally:
+        for number in (signal.SIGTERM, signal.SIGINT):
+            with contextlib.suppress(Exception):
+                loop.remove_signal_handler(number)
+    return 0

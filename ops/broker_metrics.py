@@ -1,0 +1,292 @@
+"""A broker's Prometheus families, built at scrape time from its actors' statistics snapshots.
+
+Only names from ``ops/metric_catalog.py`` are emitted (a test checks both directions: every emitted
+name is catalogued, every catalogued metric is emitted). Series exist from start-up: families with
+known label values (propagation outcomes, request types, purgatories, ``clientId="Replica"``) are
+pre-initialised, and per-partition and per-topic series appear as soon as the partition is hosted.
+
+Aggregations follow Kafka's definitions: replica-manager gauges count partitions *led* by this
+broker; per-partition gauges are 0 on followers; ISR shrink/expand counters sum the partitions'
+counters (partitions hosted now; a deleted partition's history leaves with it, as in Kafka).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Callable, Iterable
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+
+from actors.broker import BrokerActor, BrokerStatistics
+from actors.partition import PartitionActor, PartitionStatistics
+from actors.partition_state import Role
+from actors.replica_fetcher import FetcherStatistics, ReplicaFetcherActor
+from ops.metric_catalog import CATALOG, MetricSpec, MetricType
+from runtime.coordination.base import CoordinatorStatistics
+from runtime.histogram import LATENCY_BUCKETS_SECONDS, Histogram, HistogramSnapshot
+from runtime.metrics import histogram_family, system_metric_families
+from runtime.system import ActorSystem
+
+__all__ = ["REQUEST_KINDS", "ControllerSnapshot", "NodeSnapshot", "broker_metric_families", "collect_node"]
+
+REQUEST_KINDS = (
+    "Produce", "FetchConsumer", "FetchFollower", "ListOffsets", "OffsetsForLeaderEpoch", "Metadata",
+    "LeaderAndIsr", "UpdateMetadata", "StopReplica", "ControlledShutdown",
+)  # fmt: skip
+PROPAGATION_OUTCOMES = ("written", "deferred", "forced")
+FETCHER_CLIENT_ID = "Replica"
+_SPECS = {spec.name: spec for spec in CATALOG}
+_EMPTY_LATENCY = Histogram(LATENCY_BUCKETS_SECONDS).snapshot()
+
+
+class ControllerSnapshot:
+    """What the controller contributes (provided by the controller actor once it exists)."""
+
+    def __init__(self, families: Callable[[], list[Metric]] | None = None) -> None:
+        self.families = families
+
+
+class NodeSnapshot:
+    """Everything read from one node at one scrape."""
+
+    def __init__(
+        self,
+        broker: BrokerStatistics | None,
+        partitions: list[PartitionStatistics],
+        fetchers: list[FetcherStatistics],
+        coordinator: CoordinatorStatistics | None,
+    ) -> None:
+        self.broker = broker
+        self.partitions = partitions
+        self.fetchers = fetchers
+        self.coordinator = coordinator
+
+
+def collect_node(system: ActorSystem, coordinator: CoordinatorStatistics | None) -> NodeSnapshot:
+    broker: BrokerStatistics | None = None
+    partitions: list[PartitionStatistics] = []
+    fetchers: list[FetcherStatistics] = []
+    for _, actor in system.actor_instances():
+        if isinstance(actor, BrokerActor):
+            broker = actor.statistics()
+        elif isinstance(actor, PartitionActor):
+            partitions.append(actor.statistics())
+        elif isinstance(actor, ReplicaFetcherActor):
+            fetchers.append(actor.statistics())
+    return NodeSnapshot(broker, partitions, fetchers, coordinator)
+
+
+def _gauge(name: str, labels: list[str] | None = None) -> GaugeMetricFamily:
+    spec = _SPECS[name]
+    assert spec.type is MetricType.GAUGE, name
+    return GaugeMetricFamily(
+        spec.family, spec.help, labels=labels if labels is not None else list(spec.labels)
+    )
+
+
+def _counter(name: str) -> CounterMetricFamily:
+    spec = _SPECS[name]
+    assert spec.type is MetricType.COUNTER, name
+    return CounterMetricFamily(spec.family, spec.help, labels=list(spec.labels))
+
+
+def _histogram(name: str, series: Iterable[tuple[list[str], HistogramSnapshot]]) -> Metric:
+    spec: MetricSpec = _SPECS[name]
+    return histogram_family(spec.family, spec.help, list(spec.labels), series)
+
+
+def broker_metric_families(
+    system: ActorSystem, snapshot: NodeSnapshot, controller: ControllerSnapshot
+) -> list[Metric]:
+    families: list[Metric] = []
+    families += _replica_manager_families(snapshot)
+    families += _propagation_families(snapshot.broker)
+    families += _partition_families(snapshot.partitions)
+    families += _fetcher_families(snapshot.fetchers)
+    families += _topic_families(snapshot.partitions)
+    families += _request_families(snapshot)
+    families += _zookeeper_families(snapshot)
+    families += controller.families() if controller.families is not None else _inactive_controller_families()
+    families += system_metric_families(system)
+    return families
+
+
+def _replica_manager_families(snapshot: NodeSnapshot) -> list[Metric]:
+    led = [p for p in snapshot.partitions if p.role is Role.LEADER]
+    shrinks = _counter("kafka_server_replicamanager_isrshrinks_total")
+    shrinks.add_metric([], sum(p.isr_shrinks_total for p in snapshot.partitions))
+    expands = _counter("kafka_server_replicamanager_isrexpands_total")
+    expands.add_metric([], sum(p.isr_expands_total for p in snapshot.partitions))
+    failed = _counter("kafka_server_replicamanager_failedisrupdates_total")
+    failed.add_metric([], sum(p.failed_isr_updates_total for p in snapshot.partitions))
+    gauges = {
+        "kafka_server_replicamanager_underreplicatedpartitions": sum(p.under_replicated for p in led),
+        "kafka_server_replicamanager_underminisrpartitioncount": sum(p.under_min_isr for p in led),
+        "kafka_server_replicamanager_atminisrpartitioncount": sum(p.at_min_isr for p in led),
+        "kafka_server_replicamanager_partitioncount": len(snapshot.partitions),
+        "kafka_server_replicamanager_leadercount": len(led),
+    }
+    families: list[Metric] = [shrinks, expands, failed]
+    for name, value in gauges.items():
+        family = _gauge(name)
+        family.add_metric([], value)
+        families.append(family)
+    return families
+
+
+def _propagation_families(broker: BrokerStatistics | None) -> list[Metric]:
+    checks = _counter("kafka_server_isrchangepropagation_checks_total")
+    outcomes = broker.propagation_outcomes if broker is not None else {}
+    for outcome in PROPAGATION_OUTCOMES:
+        checks.add_metric([outcome], outcomes.get(outcome, 0))
+    pending = _gauge("kafka_server_isrchangepropagation_pending_changes")
+    pending.add_metric([], broker.pending_isr_changes if broker is not None else 0)
+    delay = broker.propagation_delay if broker is not None else Histogram().snapshot()
+    return [checks, pending, _histogram("kafka_server_isrchangepropagation_delay_seconds", [([], delay)])]
+
+
+def _partition_families(partitions: list[PartitionStatistics]) -> list[Metric]:
+    values: dict[str, Callable[[PartitionStatistics], float]] = {
+        "kafka_cluster_partition_underreplicated": lambda p: float(p.under_replicated),
+        "kafka_cluster_partition_underminisr": lambda p: float(p.under_min_isr),
+        "kafka_cluster_partition_atminisr": lambda p: float(p.at_min_isr),
+        "kafka_cluster_partition_insyncreplicascount": lambda p: len(p.isr) if p.role is Role.LEADER else 0,
+        "kafka_cluster_partition_replicascount": lambda p: (
+            len(p.assigned_replicas) if p.role is Role.LEADER else 0
+        ),
+        "kafka_cluster_partition_leaderepoch": lambda p: p.leader_epoch,
+        "kafka_log_log_size": lambda p: p.size_bytes,
+        "kafka_log_log_logendoffset": lambda p: p.log_end_offset,
+        "kafka_log_log_logstartoffset": lambda p: p.log_start_offset,
+        "kafka_log_log_highwatermark": lambda p: p.high_watermark,
+        "kafka_log_log_numlogsegments": lambda p: p.segment_count,
+    }
+    families: list[Metric] = []
+    for name, value in values.items():
+        family = _gauge(name)
+        for partition in partitions:
+            family.add_metric([partition.tp.topic, str(partition.tp.partition)], value(partition))
+        families.append(family)
+    return families
+
+
+def _fetcher_families(fetchers: list[FetcherStatistics]) -> list[Metric]:
+    max_lag = _gauge("kafka_server_replicafetchermanager_maxlag")
+    max_lag.add_metric([FETCHER_CLIENT_ID], max((f.max_lag for f in fetchers), default=0))
+    failed = _gauge("kafka_server_replicafetchermanager_failedpartitionscount")
+    failed.add_metric([FETCHER_CLIENT_ID], sum(f.failed_partitions for f in fetchers))
+    consumer_lag = _gauge("kafka_server_fetcherlagmetrics_consumerlag")
+    bytes_total = _counter("kafka_server_fetcherstats_bytes_total")
+    requests_total = _counter("kafka_server_fetcherstats_requests_total")
+    per_source: dict[int, tuple[int, int]] = defaultdict(lambda: (0, 0))
+    for fetcher in fetchers:
+        for partition in fetcher.partitions:
+            consumer_lag.add_metric(
+                [FETCHER_CLIENT_ID, partition.tp.topic, str(partition.tp.partition)], partition.lag
+            )
+        fetched, requests = per_source[fetcher.source_broker_id]
+        per_source[fetcher.source_broker_id] = (
+            fetched + fetcher.bytes_total,
+            requests + fetcher.requests_total,
+        )
+    for source, (fetched, requests) in sorted(per_source.items()):
+        bytes_total.add_metric([FETCHER_CLIENT_ID, str(source)], fetched)
+        requests_total.add_metric([FETCHER_CLIENT_ID, str(source)], requests)
+    return [max_lag, failed, consumer_lag, bytes_total, requests_total]
+
+
+def _topic_families(partitions: list[PartitionStatistics]) -> list[Metric]:
+    counters: dict[str, Callable[[PartitionStatistics], int]] = {
+        "kafka_server_brokertopicmetrics_bytesin_total": lambda p: p.bytes_in_total,
+        "kafka_server_brokertopicmetrics_bytesout_total": lambda p: p.bytes_out_total,
+        "kafka_server_brokertopicmetrics_messagesin_total": lambda p: p.messages_in_total,
+        "kafka_server_brokertopicmetrics_replicationbytesin_total": lambda p: p.replication_bytes_in_total,
+        "kafka_server_brokertopicmetrics_replicationbytesout_total": lambda p: p.replication_bytes_out_total,
+        "kafka_server_brokertopicmetrics_totalproducerequests_total": lambda p: p.produce_requests_total,
+        "kafka_server_brokertopicmetrics_failedproducerequests_total": lambda p: (
+            p.failed_produce_requests_total
+        ),
+        "kafka_server_brokertopicmetrics_totalfetchrequests_total": lambda p: p.fetch_requests_total,
+        "kafka_server_brokertopicmetrics_failedfetchrequests_total": lambda p: p.failed_fetch_requests_total,
+    }
+    topics = sorted({p.tp.topic for p in partitions})
+    families: list[Metric] = []
+    for name, value in counters.items():
+        family = _counter(name)
+        for topic in topics:
+            family.add_metric([topic], sum(value(p) for p in partitions if p.tp.topic == topic))
+        families.append(family)
+    return families
+
+
+def _request_families(snapshot: NodeSnapshot) -> list[Metric]:
+    broker = snapshot.broker
+    durations = broker.request_durations if broker is not None else {}
+    totals = broker.requests_total if broker is not None else {}
+    errors = broker.request_errors_total if broker is not None else {}
+    duration = _histogram(
+        "kafka_network_request_duration_seconds",
+        [([kind], durations.get(kind, _EMPTY_LATENCY)) for kind in REQUEST_KINDS],
+    )
+    requests = _counter("kafka_network_requestmetrics_requests_total")
+    for kind in REQUEST_KINDS:
+        requests.add_metric([kind], totals.get(kind, 0))
+    error_family = _counter("kafka_network_requestmetrics_errors_total")
+    for (kind, error), count in sorted(errors.items()):
+        error_family.add_metric([kind, error], count)
+    purgatory = _gauge("kafka_server_delayedoperationpurgatory_purgatorysize")
+    purgatory.add_metric(["Produce"], sum(p.delayed_produces for p in snapshot.partitions))
+    purgatory.add_metric(["Fetch"], broker.parked_fetches if broker is not None else 0)
+    expires = _counter("kafka_server_delayedproducemetrics_expires_total")
+    expires.add_metric([], sum(p.delayed_produce_expires_total for p in snapshot.partitions))
+    state = _gauge("kafka_server_kafkaserver_brokerstate")
+    state.add_metric([], broker.broker_state if broker is not None else 0)
+    return [duration, requests, error_family, purgatory, expires, state]
+
+
+def _zookeeper_families(snapshot: NodeSnapshot) -> list[Metric]:
+    coordinator = snapshot.coordinator
+    values = {
+        "kafka_server_sessionexpirelistener_zookeeperexpires_total": coordinator.expires_total
+        if coordinator
+        else 0,
+        "kafka_server_sessionexpirelistener_zookeeperdisconnects_total": coordinator.disconnects_total
+        if coordinator
+        else 0,
+        "kafka_server_sessionexpirelistener_zookeepersyncconnects_total": coordinator.sync_connects_total
+        if coordinator
+        else 0,
+    }
+    families: list[Metric] = []
+    for name, value in values.items():
+        family = _counter(name)
+        family.add_metric([], value)
+        families.append(family)
+    # The coordinator keeps a count and a sum of latencies (no buckets): two counters whose rates
+    # give the mean latency, like a summary without quantiles.
+    requests = _counter("kafka_server_zookeeper_requests_total")
+    requests.add_metric([], coordinator.requests_total if coordinator else 0)
+    seconds = _counter("kafka_server_zookeeper_request_seconds_total")
+    seconds.add_metric([], coordinator.request_latency_ms_sum / 1000 if coordinator else 0.0)
+    return [*families, requests, seconds]
+
+
+def _inactive_controller_families() -> list[Metric]:
+    """A broker whose controller is not active reports zeros, as Kafka's gauges do."""
+    families: list[Metric] = []
+    for spec in CATALOG:
+        if not spec.name.startswith("kafka_controller_"):
+            continue
+        if spec.type is MetricType.GAUGE:
+            family = _gauge(spec.name)
+            if not spec.labels:
+                family.add_metric([], 0)
+            families.append(family)
+        elif spec.type is MetricType.COUNTER:
+            counter = _counter(spec.name)
+            if not spec.labels:
+                counter.add_metric([], 0)
+            families.append(counter)
+        else:
+            families.append(_histogram(spec.name, [] if spec.labels else [([], _EMPTY_LATENCY)]))
+    return families
