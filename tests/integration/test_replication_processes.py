@@ -70,10 +70,12 @@ async def read_all(cluster: ProcessCluster) -> list[tuple[int, bytes | None]]:
     records: list[tuple[int, bytes | None]] = []
     offset = 0
     while True:
+        wanted = FetchPartition(
+            topic=TP.topic, partition=TP.partition, fetch_offset=offset, partition_max_bytes=1 << 20
+        )
         request = FetchRequest(
-            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20,
-            partitions=(FetchPartition(topic=TP.topic, partition=TP.partition, fetch_offset=offset, partition_max_bytes=1 << 20),),
-        )  # fmt: skip
+            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partitions=(wanted,)
+        )
         response = await cluster.client.ask(cluster.brokers[1].ref, request, timeout_ms=10_000)
         assert isinstance(response, FetchResponse)
         data = response.partitions[0]

@@ -225,7 +225,8 @@ class ProcessCluster:
                 broker.ref,
                 LeaderAndIsrRequest(
                     controller_id=CONTROLLER_ID, controller_epoch=self.controller_epoch, broker_epoch=-1,
-                    partition_states=(state,), live_leaders=tuple(e for e in endpoints if e.broker_id == leader),
+                    partition_states=(state,),
+                    live_leaders=tuple(e for e in endpoints if e.broker_id == leader),
                 ),
                 timeout_ms=30_000,
             )  # fmt: skip
