@@ -1,0 +1,95 @@
+"""The broker's /metrics families against the catalogue, from a real (in-process) cluster."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
+from prometheus_client.parser import text_string_to_metric_families
+
+from actors.types import TopicPartition
+from ops.broker_metrics import ControllerSnapshot, broker_metric_families, collect_node
+from ops.metric_catalog import CATALOG, metric_names
+from runtime.metrics import NodeMetrics
+from tests.support.cluster import InProcessCluster, batch
+
+TP = TopicPartition("metrics", 0)
+
+
+def exposition(cluster: InProcessCluster, broker_id: int) -> dict[str, list[tuple[dict[str, str], float]]]:
+    node = cluster.brokers[broker_id].node
+    assert node is not None
+    metrics = NodeMetrics()
+    metrics.add_collector(
+        lambda: broker_metric_families(
+            node.system, collect_node(node.system, node.coordinator.statistics()), ControllerSnapshot()
+        )
+    )
+    samples: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append((sample.labels, sample.value))
+    return samples
+
+
+@pytest.mark.asyncio
+async def test_every_catalogued_metric_is_exported_from_start_up_and_nothing_else() -> None:
+    async with InProcessCluster() as cluster:
+        await cluster.start_broker(1)
+        samples = exposition(cluster, 1)
+    exported = set(samples)
+    assert exported <= metric_names(), sorted(exported - metric_names())
+    missing = {
+        spec.name
+        for spec in CATALOG
+        # Series labelled by values unknown at start-up appear with them: per topic and partition
+        # with the partition, per source broker with the first fetcher, per error and per
+        # controller event type when they first happen.
+        if not set(spec.labels) & {"topic", "error", "source_broker", "event"}
+        and not set(spec.sample_names) & exported
+    }
+    assert missing == set()
+    assert {labels["outcome"] for labels, _ in samples["kafka_server_isrchangepropagation_checks_total"]} == {
+        "written", "deferred", "forced",
+    }  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_replication_metrics_follow_the_partitions() -> None:
+    cluster = InProcessCluster(config_overrides={"replica_lag_time_max_ms": 1_000})
+    async with cluster:
+        for broker_id in (1, 2, 3):
+            await cluster.start_broker(broker_id)
+        await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
+        await cluster.stop_broker(3)
+        task = asyncio.ensure_future(cluster.produce(1, TP, batch(b"a", b"b"), acks=1))
+        await cluster.settle()
+        assert task.done()
+        await cluster.advance(1_600)
+        samples = exposition(cluster, 1)
+        follower = exposition(cluster, 2)
+
+    def value(
+        name: str, source: dict[str, list[tuple[dict[str, str], float]]] = samples, **labels: str
+    ) -> float:
+        return next(v for lbls, v in source[name] if all(lbls.get(k) == x for k, x in labels.items()))
+
+    assert value("kafka_server_replicamanager_isrshrinks_total") == 1
+    assert value("kafka_server_replicamanager_leadercount") == 1
+    assert value("kafka_server_replicamanager_underreplicatedpartitions") == 1
+    assert value("kafka_cluster_partition_insyncreplicascount", topic="metrics", partition="0") == 2
+    assert value("kafka_cluster_partition_underreplicated", topic="metrics", partition="0") == 1
+    assert value("kafka_log_log_logendoffset", topic="metrics", partition="0") == 2
+    assert value("kafka_server_brokertopicmetrics_messagesin_total", topic="metrics") == 2
+    assert value("kafka_server_isrchangepropagation_pending_changes") == 1
+    # On the follower the partition gauges are 0 and it counts no led partitions.
+    assert value("kafka_server_replicamanager_leadercount", follower) == 0
+    assert value("kafka_cluster_partition_insyncreplicascount", follower, topic="metrics", partition="0") == 0
+    assert value("kafka_server_replicafetchermanager_maxlag", follower, clientId="Replica") == 0
+
+
+def test_a_registry_per_node_never_touches_the_global_registry() -> None:
+    metrics = NodeMetrics()
+    assert isinstance(metrics.registry, CollectorRegistry)
+    assert metrics.registry is not REGISTRY
