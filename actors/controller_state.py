@@ -178,7 +178,8 @@ class ControllerContext:
     ) -> ReplicaMachineState:
         current = self.replica_state(tp, broker_id)
         assert current in REPLICA_VALID_PREVIOUS_STATES[target], (
-            f"illegal replica state transition for replica {broker_id} of {tp}: {current.value} -> {target.value}"
+            f"illegal replica state transition for replica {broker_id} of {tp}: "
+            f"{current.value} -> {target.value}"
         )
         if target is ReplicaMachineState.NON_EXISTENT:
             self.replica_states.pop((tp, broker_id), None)
