@@ -492,6 +492,14 @@ class PartitionActor(Actor[PartitionMessage]):
         if message.update_follower_state:
             self.counters.fetch_requests_total += 1
         log = self.log
+        # The epoch first, then the leadership (Kafka's localLogWithEpochOrException): a client
+        # on an older epoch is fenced even by a replica that is no longer leader.
+        epoch_error = self._check_leader_epoch(message.current_leader_epoch)
+        if epoch_error is not ErrorCode.NONE:
+            self.counters.failed_fetch_requests_total += 1
+            ctx.reply(self._fetch_error(epoch_error, f"request epoch {message.current_leader_epoch}, "
+                                        f"leader epoch {self.state.leader_epoch}"))  # fmt: skip
+            return
         if not self.state.is_leader or log is None:
             self.counters.failed_fetch_requests_total += 1
             ctx.reply(
@@ -499,12 +507,6 @@ class PartitionActor(Actor[PartitionMessage]):
                     ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.config.broker_id} is not the leader"
                 )
             )
-            return
-        epoch_error = self._check_leader_epoch(message.current_leader_epoch)
-        if epoch_error is not ErrorCode.NONE:
-            self.counters.failed_fetch_requests_total += 1
-            ctx.reply(self._fetch_error(epoch_error, f"request epoch {message.current_leader_epoch}, "
-                                        f"leader epoch {self.state.leader_epoch}"))  # fmt: skip
             return
         from_follower = message.replica_id >= 0
         replica = self.state.remote_replicas.get(message.replica_id) if from_follower else None
