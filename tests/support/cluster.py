@@ -5,17 +5,25 @@ one MemoryNetwork (every message round-trips through the real codec), and one in
 each has its own MemoryFileSystem and ZooKeeper session. A client node (``client``) sends requests
 to brokers, and until the controller exists ``make_leader`` plays its part: it writes the partition
 state znode and sends LeaderAndIsr and UpdateMetadata, exactly what a controller would send.
+
+Faults: ``stop_broker`` is a clean shutdown (the clean-shutdown marker is written);
+``crash_broker`` is a power loss (``MemoryFileSystem.crash()``: whatever was not fsynced is gone,
+no marker, so the next start recovers); ``network.partition``/``isolate`` cut links; and
+``network.drop_replies_when`` loses the replies a predicate picks (a response lost on the way back,
+after the broker acted on the request).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import random
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from actors import zk_data
+from actors.broker import BrokerActor
 from actors.config import BrokerConfig
 from actors.protocol import (
     BrokerEndpoint,
@@ -25,6 +33,9 @@ from actors.protocol import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    OffsetForLeaderEpochPartition,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
     ProducePartitionData,
     ProduceRequest,
     ProduceResponse,
@@ -37,6 +48,7 @@ from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
 from runtime.activity import Activity
 from runtime.clock import ManualClock
 from runtime.coordination import MemoryCoordinator, MemoryZooKeeper, NodeExistsError
+from runtime.errors import PeerUnavailableError
 from runtime.ref import ActorRef
 from runtime.storage.fs import MemoryFileSystem
 from runtime.storage.record_builder import SimpleRecord, build_batch
@@ -47,6 +59,7 @@ from runtime.transport.addresses import AddressBook
 from runtime.transport.memory import MemoryNetwork, MemoryTransport
 
 CONTROLLER_ID = 1000
+T = TypeVar("T")
 
 
 def batch(*values: bytes, key: bytes | None = None) -> bytes:
@@ -58,6 +71,22 @@ def values_of(records: bytes) -> list[tuple[int, bytes | None]]:
     return [
         (record.offset, record.value) for batch_ in iterate_batches(records) for record in batch_.records()
     ]
+
+
+class FaultyNetwork(MemoryNetwork):
+    """The memory network, plus lost replies: a reply ``drop_replies_when`` picks never arrives
+    (the asker sees the peer as unavailable), though the request was handled."""
+
+    def __init__(self, *, codec: Any, activity: Activity) -> None:
+        super().__init__(codec=codec, activity=activity)
+        self.drop_replies_when: Callable[[object], bool] | None = None
+        self.dropped_replies: list[object] = []
+
+    def transfer_reply(self, reply: object) -> object:
+        if self.drop_replies_when is not None and self.drop_replies_when(reply):
+            self.dropped_replies.append(reply)
+            raise PeerUnavailableError("?", "reply lost in the network")
+        return super().transfer_reply(reply)
 
 
 @dataclass
@@ -83,11 +112,13 @@ class InProcessCluster:
     controller_epoch: int = 1
 
     def __post_init__(self) -> None:
-        self.network = MemoryNetwork(codec=wire_codec(), activity=self.activity)
+        self.network = FaultyNetwork(codec=wire_codec(), activity=self.activity)
         self.client = ActorSystem(
             "client", clock=self.clock, transport=MemoryTransport(self.network), activity=self.activity
         )
         self._stack = contextlib.AsyncExitStack()
+        # The stand-in controller's own ZooKeeper session (brokers come and go).
+        self.admin = MemoryCoordinator(self.zookeeper, session_timeout_ms=6_000)
         # (tp) -> (leader epoch, zk version, replicas) as the stand-in controller last decided.
         self.partition_states: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
 
@@ -104,6 +135,8 @@ class InProcessCluster:
 
     async def __aenter__(self) -> InProcessCluster:
         await self._stack.enter_async_context(self.client)
+        await self.admin.start()
+        self._stack.push_async_callback(self.admin.close)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
@@ -156,6 +189,22 @@ class InProcessCluster:
         handle.node = None
         await self.settle()
 
+    async def crash_broker(self, broker_id: int) -> None:
+        """A power loss: the disk keeps only what was fsynced, the broker's files become unusable,
+        its actors stop, no clean-shutdown marker is written (the next start recovers the logs),
+        and its ZooKeeper session ends (as it would when the session times out)."""
+        handle = self.brokers[broker_id]
+        await self.settle()
+        handle.fs.crash()
+        if handle.stack is not None:
+            # Closing the logs fails on the dead files: that is the point.
+            with contextlib.suppress(OSError):
+                await handle.stack.aclose()
+        await handle.coordinator.close()
+        handle.stack = None
+        handle.node = None
+        await self.settle()
+
     def live_endpoints(self) -> tuple[BrokerEndpoint, ...]:
         return tuple(
             BrokerEndpoint(broker_id=b, host=f"broker-{b}", port=9092)
@@ -170,6 +219,20 @@ class InProcessCluster:
 
     async def advance(self, delta_ms: int) -> None:
         await advance(self.clock, self.activity, delta_ms)
+
+    async def complete(self, awaitable: Awaitable[T], *, within_ms: int = 60_000, step_ms: int = 100) -> T:
+        """Run ``awaitable`` while virtual time moves forward ``step_ms`` at a time; fail if it
+        needs more than ``within_ms``."""
+        task = asyncio.ensure_future(awaitable)
+        waited = 0
+        await self.settle()
+        while not task.done() and waited < within_ms:
+            await self.advance(step_ms)
+            waited += step_ms
+        if not task.done():
+            task.cancel()
+            raise AssertionError(f"not complete after {within_ms} ms of virtual time")
+        return task.result()
 
     # ------------------------------------------------------------------ stand-in controller
 
@@ -186,7 +249,7 @@ class InProcessCluster:
         """Write the partition state znode and send LeaderAndIsr to the live replicas."""
         previous = self.partition_states.get(tp)
         epoch = leader_epoch if leader_epoch is not None else (previous.leader_epoch + 1 if previous else 0)
-        admin = self.brokers[next(iter(self.brokers))].coordinator
+        admin = self.admin
         path = zk_data.partition_state_path(tp.topic, tp.partition)
         data = zk_data.encode_partition_state(
             zk_data.PartitionState(
@@ -348,7 +411,103 @@ class InProcessCluster:
         assert isinstance(response, FetchResponse)
         return response
 
+    async def follower_fetch(
+        self,
+        broker_id: int,
+        tp: TopicPartition,
+        offset: int,
+        *,
+        replica_id: int,
+        leader_epoch: int = -1,
+        log_start_offset: int = 0,
+    ) -> FetchResponse:
+        """A fetch as follower ``replica_id`` would send it (a test playing a follower by hand)."""
+        response = await self.client.ask(
+            self.brokers[broker_id].ref,
+            FetchRequest(
+                replica_id=replica_id,
+                max_wait_ms=0,
+                min_bytes=1,
+                max_bytes=10 << 20,
+                partitions=(
+                    FetchPartition(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        fetch_offset=offset,
+                        partition_max_bytes=1 << 20,
+                        log_start_offset=log_start_offset,
+                        current_leader_epoch=leader_epoch,
+                    ),
+                ),
+            ),
+            timeout_ms=30_000,
+        )
+        assert isinstance(response, FetchResponse)
+        return response
+
+    async def offsets_for_leader_epoch(
+        self, broker_id: int, tp: TopicPartition, leader_epoch: int, *, current_leader_epoch: int = -1
+    ) -> OffsetsForLeaderEpochResponse:
+        response = await self.client.ask(
+            self.brokers[broker_id].ref,
+            OffsetsForLeaderEpochRequest(
+                replica_id=-1,
+                partitions=(
+                    OffsetForLeaderEpochPartition(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        current_leader_epoch=current_leader_epoch,
+                        leader_epoch=leader_epoch,
+                    ),
+                ),
+            ),
+            timeout_ms=30_000,
+        )
+        assert isinstance(response, OffsetsForLeaderEpochResponse)
+        return response
+
+    async def send_leader_and_isr(
+        self,
+        broker_id: int,
+        *states: LeaderAndIsrPartitionState,
+        controller_epoch: int | None = None,
+    ) -> LeaderAndIsrResponse:
+        """A raw LeaderAndIsr (no znode write): what a controller, maybe a stale one, sends."""
+        leaders = {state.leader for state in states}
+        response = await self.client.ask(
+            self.brokers[broker_id].ref,
+            LeaderAndIsrRequest(
+                controller_id=CONTROLLER_ID,
+                controller_epoch=self.controller_epoch if controller_epoch is None else controller_epoch,
+                broker_epoch=-1,
+                partition_states=states,
+                live_leaders=tuple(e for e in self.live_endpoints() if e.broker_id in leaders),
+            ),
+            timeout_ms=30_000,
+        )
+        assert isinstance(response, LeaderAndIsrResponse)
+        await self.settle()
+        return response
+
     # ------------------------------------------------------------------------------ peeking
+
+    def broker(self, broker_id: int) -> BrokerActor:
+        """The live BrokerActor instance (its statistics)."""
+        node = self.brokers[broker_id].node
+        assert node is not None
+        for ref, actor in node.system.actor_instances():
+            if ref.name == "broker":
+                assert isinstance(actor, BrokerActor)
+                return actor
+        raise KeyError(f"broker {broker_id} has no broker actor")
+
+    async def isr_change_notifications(self) -> list[tuple[str, bytes]]:
+        """Every ``/isr_change_notification/isr_change_NNNNNNNNNN`` znode: (name, raw data)."""
+        found: list[tuple[str, bytes]] = []
+        for name in sorted(await self.admin.get_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH)):
+            data, _ = await self.admin.get(f"{zk_data.ISR_CHANGE_NOTIFICATION_PATH}/{name}")
+            found.append((name, data))
+        return found
 
     def partition(self, broker_id: int, tp: TopicPartition) -> Any:
         """The live PartitionActor instance (white-box checks)."""
@@ -367,7 +526,6 @@ class InProcessCluster:
         return log
 
     async def zk_partition_state(self, tp: TopicPartition) -> tuple[zk_data.PartitionState, int]:
-        admin = next(h.coordinator for h in self.brokers.values() if h.node is not None)
         path = zk_data.partition_state_path(tp.topic, tp.partition)
-        data, stat = await admin.get(path)
+        data, stat = await self.admin.get(path)
         return zk_data.decode_partition_state(data, path=path), stat.version
