@@ -26,7 +26,7 @@ from aiohttp import web
 
 from actors.broker import BrokerActor
 from actors.replica_fetcher import FetchPhase, ReplicaFetcherActor
-from ops.broker_metrics import ControllerSnapshot, broker_metric_families, collect_node
+from ops.broker_metrics import broker_metric_families, collect_node
 from ops.config import BrokerSettings, ConfigError, load_broker_settings
 from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
 from runtime.clock import LoopClock
@@ -114,6 +114,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
             address_book=address_book,
             rng=node_rng(seed, str(config.broker_id)),
             load_logs_in_thread=True,
+            run_controller=True,
         )
         async with broker_node_context(
             config,
@@ -125,10 +126,9 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
             rack=settings.rack,
         ) as node:
             current = node
-            controller = ControllerSnapshot()
             metrics.add_collector(
                 lambda: broker_metric_families(
-                    node.system, collect_node(node.system, coordinator.statistics()), controller
+                    node.system, collect_node(node.system, coordinator.statistics())
                 )
             )
             _log.info("broker %d started", config.broker_id)

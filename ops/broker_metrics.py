@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
 from actors.broker import BrokerActor, BrokerStatistics
+from actors.controller import ControllerActor, ControllerStatistics
 from actors.partition import PartitionActor, PartitionStatistics
 from actors.partition_state import Role
 from actors.replica_fetcher import FetcherStatistics, ReplicaFetcherActor
@@ -27,7 +28,7 @@ from runtime.histogram import LATENCY_BUCKETS_SECONDS, Histogram, HistogramSnaps
 from runtime.metrics import histogram_family, system_metric_families
 from runtime.system import ActorSystem
 
-__all__ = ["REQUEST_KINDS", "ControllerSnapshot", "NodeSnapshot", "broker_metric_families", "collect_node"]
+__all__ = ["REQUEST_KINDS", "NodeSnapshot", "broker_metric_families", "collect_node"]
 
 REQUEST_KINDS = (
     "Produce", "FetchConsumer", "FetchFollower", "ListOffsets", "OffsetsForLeaderEpoch", "Metadata",
@@ -39,13 +40,6 @@ _SPECS = {spec.name: spec for spec in CATALOG}
 _EMPTY_LATENCY = Histogram(LATENCY_BUCKETS_SECONDS).snapshot()
 
 
-class ControllerSnapshot:
-    """What the controller contributes (provided by the controller actor once it exists)."""
-
-    def __init__(self, families: Callable[[], list[Metric]] | None = None) -> None:
-        self.families = families
-
-
 class NodeSnapshot:
     """Everything read from one node at one scrape."""
 
@@ -55,25 +49,30 @@ class NodeSnapshot:
         partitions: list[PartitionStatistics],
         fetchers: list[FetcherStatistics],
         coordinator: CoordinatorStatistics | None,
+        controller: ControllerStatistics | None = None,
     ) -> None:
         self.broker = broker
         self.partitions = partitions
         self.fetchers = fetchers
         self.coordinator = coordinator
+        self.controller = controller
 
 
 def collect_node(system: ActorSystem, coordinator: CoordinatorStatistics | None) -> NodeSnapshot:
     broker: BrokerStatistics | None = None
     partitions: list[PartitionStatistics] = []
     fetchers: list[FetcherStatistics] = []
+    controller: ControllerStatistics | None = None
     for _, actor in system.actor_instances():
         if isinstance(actor, BrokerActor):
             broker = actor.statistics()
+        elif isinstance(actor, ControllerActor):
+            controller = actor.statistics()
         elif isinstance(actor, PartitionActor):
             partitions.append(actor.statistics())
         elif isinstance(actor, ReplicaFetcherActor):
             fetchers.append(actor.statistics())
-    return NodeSnapshot(broker, partitions, fetchers, coordinator)
+    return NodeSnapshot(broker, partitions, fetchers, coordinator, controller)
 
 
 def _gauge(name: str, labels: list[str] | None = None) -> GaugeMetricFamily:
@@ -95,9 +94,7 @@ def _histogram(name: str, series: Iterable[tuple[list[str], HistogramSnapshot]])
     return histogram_family(spec.family, spec.help, list(spec.labels), series)
 
 
-def broker_metric_families(
-    system: ActorSystem, snapshot: NodeSnapshot, controller: ControllerSnapshot
-) -> list[Metric]:
+def broker_metric_families(system: ActorSystem, snapshot: NodeSnapshot) -> list[Metric]:
     families: list[Metric] = []
     families += _replica_manager_families(snapshot)
     families += _propagation_families(snapshot.broker)
@@ -106,7 +103,7 @@ def broker_metric_families(
     families += _topic_families(snapshot.partitions)
     families += _request_families(snapshot)
     families += _zookeeper_families(snapshot)
-    families += controller.families() if controller.families is not None else _inactive_controller_families()
+    families += _controller_families(snapshot.controller)
     families += system_metric_families(system)
     return families
 
@@ -271,22 +268,49 @@ def _zookeeper_families(snapshot: NodeSnapshot) -> list[Metric]:
     return [*families, requests, seconds]
 
 
-def _inactive_controller_families() -> list[Metric]:
-    """A broker whose controller is not active reports zeros, as Kafka's gauges do."""
+def _controller_families(controller: ControllerStatistics | None) -> list[Metric]:
+    """The controller's gauges are Kafka's: a broker whose controller is not active reports 0."""
+    active = controller is not None and controller.active
+    live = controller if active else None
+    gauges = {
+        "kafka_controller_kafkacontroller_activecontrollercount": 1 if active else 0,
+        "kafka_controller_kafkacontroller_offlinepartitionscount": live.offline_partitions if live else 0,
+        "kafka_controller_kafkacontroller_preferredreplicaimbalancecount": live.preferred_replica_imbalance
+        if live
+        else 0,
+        "kafka_controller_kafkacontroller_globaltopiccount": live.global_topic_count if live else 0,
+        "kafka_controller_kafkacontroller_globalpartitioncount": live.global_partition_count if live else 0,
+        "kafka_controller_kafkacontroller_activebrokercount": live.active_broker_count if live else 0,
+        "kafka_controller_kafkacontroller_controllerepoch": live.controller_epoch if live else 0,
+        "kafka_controller_controllereventmanager_eventqueuesize": controller.event_queue_size
+        if controller
+        else 0,
+    }
     families: list[Metric] = []
-    for spec in CATALOG:
-        if not spec.name.startswith("kafka_controller_"):
-            continue
-        if spec.type is MetricType.GAUGE:
-            family = _gauge(spec.name)
-            if not spec.labels:
-                family.add_metric([], 0)
-            families.append(family)
-        elif spec.type is MetricType.COUNTER:
-            counter = _counter(spec.name)
-            if not spec.labels:
-                counter.add_metric([], 0)
-            families.append(counter)
-        else:
-            families.append(_histogram(spec.name, [] if spec.labels else [([], _EMPTY_LATENCY)]))
+    for name, value in gauges.items():
+        family = _gauge(name)
+        family.add_metric([], value)
+        families.append(family)
+    unclean = _counter("kafka_controller_controllerstats_uncleanleaderelections_total")
+    unclean.add_metric([], controller.unclean_leader_elections_total if controller else 0)
+    families.append(unclean)
+    families.append(
+        _histogram(
+            "kafka_controller_controllerstats_leaderelection_duration_seconds",
+            [([], controller.leader_election_seconds if controller else _EMPTY_LATENCY)],
+        )
+    )
+    families.append(
+        _histogram(
+            "kafka_controller_controllereventmanager_eventqueue_time_seconds",
+            [([], controller.event_queue_seconds if controller else _EMPTY_LATENCY)],
+        )
+    )
+    processing = controller.event_processing_seconds if controller else {}
+    families.append(
+        _histogram(
+            "kafka_controller_controllereventmanager_event_processing_seconds",
+            [([kind], snapshot) for kind, snapshot in sorted(processing.items())],
+        )
+    )
     return families

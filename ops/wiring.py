@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import logging
 import random
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -25,11 +27,15 @@ import runtime.messages
 from actors import zk_data
 from actors.broker import BROKER_ACTOR_NAME, BrokerActor
 from actors.config import BrokerConfig
+from actors.controller import CONTROLLER_ACTOR_NAME, ControllerActor
+from actors.errors import ErrorCode
+from actors.protocol import ControlledShutdownRequest, ControlledShutdownResponse
 from actors.types import broker_node
 from runtime.activity import Activity
 from runtime.clock import Clock
 from runtime.codec import Codec
 from runtime.coordination.base import Coordinator
+from runtime.errors import RuntimeFailure
 from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
 from runtime.storage.fs import FileSystem
@@ -39,6 +45,50 @@ from runtime.transport.addresses import AddressBook
 from runtime.transport.base import Transport
 
 __all__ = ["BrokerNode", "NodeAdapters", "broker_node_context", "wire_codec"]
+
+
+async def controlled_shutdown(node: BrokerNode, clock: Clock) -> bool:
+    """Kafka's ``KafkaServer.controlledShutdown``: ask the active controller to move this broker's
+    leaderships away, up to ``controlled.shutdown.max.retries`` times with
+    ``controlled.shutdown.retry.backoff.ms`` between attempts; True when it says nothing remains."""
+    config = node.config
+    log = logging.getLogger("actorlog.broker")
+    for attempt in range(1, config.controlled_shutdown_max_retries + 1):
+        try:
+            data, _ = await node.coordinator.get(zk_data.CONTROLLER_PATH)
+            controller_id = zk_data.decode_controller(data).broker_id
+            broker_epoch = _broker_epoch(node)
+            response = await node.system.ask(
+                ActorRef(node_id=broker_node(controller_id), name=CONTROLLER_ACTOR_NAME),
+                ControlledShutdownRequest(broker_id=config.broker_id, broker_epoch=broker_epoch),
+                timeout_ms=config.controller_socket_timeout_ms,
+            )
+        except (RuntimeFailure, zk_data.ZkDataError) as error:
+            log.warning("controlled shutdown attempt %d failed: %s", attempt, error)
+        else:
+            if isinstance(response, ControlledShutdownResponse):
+                if response.error_code is ErrorCode.NONE and not response.remaining_partitions:
+                    log.info("controlled shutdown succeeded on attempt %d", attempt)
+                    return True
+                log.warning(
+                    "controlled shutdown attempt %d: %s, %d partition(s) still led here",
+                    attempt, response.error_code.name, len(response.remaining_partitions),
+                )  # fmt: skip
+        if attempt < config.controlled_shutdown_max_retries:
+            waited = asyncio.get_running_loop().create_future()
+            clock.call_later(
+                config.controlled_shutdown_retry_backoff_ms, functools.partial(waited.set_result, None)
+            )
+            await waited
+    log.warning("controlled shutdown did not complete; shutting down anyway")
+    return False
+
+
+def _broker_epoch(node: BrokerNode) -> int:
+    for _, actor in node.system.actor_instances():
+        if isinstance(actor, BrokerActor):
+            return actor.statistics().broker_epoch
+    return -1
 
 
 def wire_codec() -> Codec:
@@ -57,6 +107,9 @@ class NodeAdapters:
     activity: Activity | None = None
     # Load logs in a worker thread (the OS file system); the memory one is loaded inline.
     load_logs_in_thread: bool = False
+    # Every real broker runs a controller (one is active at a time). Tests that play the
+    # controller themselves, sending LeaderAndIsr by hand, leave it off.
+    run_controller: bool = False
 
 
 @dataclass(slots=True)
@@ -66,6 +119,7 @@ class BrokerNode:
     log_manager: LogManager
     coordinator: Coordinator
     broker: ActorRef
+    controller: ActorRef | None = None
 
 
 @contextlib.asynccontextmanager
@@ -120,7 +174,20 @@ async def broker_node_context(
                     address_book=adapters.address_book,
                 ),
             )
-            yield BrokerNode(config, system, log_manager, coordinator, broker)
+            controller = None
+            if adapters.run_controller:
+                controller = system.spawn(
+                    CONTROLLER_ACTOR_NAME,
+                    lambda: ControllerActor(
+                        config=config, coordinator=coordinator, address_book=adapters.address_book
+                    ),
+                )
+            node = BrokerNode(config, system, log_manager, coordinator, broker, controller)
+            try:
+                yield node
+            finally:
+                if config.controlled_shutdown_enable and adapters.run_controller:
+                    await controlled_shutdown(node, clock)
     finally:
         log_manager.close(now_ms=clock.now_ms())
         await coordinator.close()

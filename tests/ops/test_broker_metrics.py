@@ -9,7 +9,7 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.types import TopicPartition
-from ops.broker_metrics import ControllerSnapshot, broker_metric_families, collect_node
+from ops.broker_metrics import broker_metric_families, collect_node
 from ops.metric_catalog import CATALOG, metric_names
 from runtime.metrics import NodeMetrics
 from tests.support.cluster import InProcessCluster, batch
@@ -22,9 +22,7 @@ def exposition(cluster: InProcessCluster, broker_id: int) -> dict[str, list[tupl
     assert node is not None
     metrics = NodeMetrics()
     metrics.add_collector(
-        lambda: broker_metric_families(
-            node.system, collect_node(node.system, node.coordinator.statistics()), ControllerSnapshot()
-        )
+        lambda: broker_metric_families(node.system, collect_node(node.system, node.coordinator.statistics()))
     )
     samples: dict[str, list[tuple[dict[str, str], float]]] = {}
     for family in text_string_to_metric_families(generate_latest(metrics.registry).decode()):

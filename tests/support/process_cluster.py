@@ -3,8 +3,8 @@
 Brokers listen on free loopback ports with their own log dirs under a temporary directory; their
 output goes to ``broker-N.log`` there. Waiting is event-driven: a broker counts as started when its
 ``/brokers/ids/N`` znode appears (a ZooKeeper exists-watch), and processes are awaited with
-``asyncio`` subprocess calls. ``make_leader`` plays the controller over HTTP, as in the in-process
-harness.
+``asyncio`` subprocess calls. Every broker runs the real controller; topics are created as an
+admin client does in ZooKeeper mode, by writing their assignment.
 """
 
 from __future__ import annotations
@@ -15,22 +15,15 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors import zk_data
-from actors.protocol import (
-    BrokerEndpoint,
-    LeaderAndIsrPartitionState,
-    LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
-    UpdateMetadataPartitionState,
-    UpdateMetadataRequest,
-)
+from actors.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse
 from actors.types import TopicPartition, broker_node
 from ops.wiring import wire_codec
-from runtime.coordination import NodeExistsError, WatchEvent
+from runtime.coordination import NoNodeError, WatchEvent
 from runtime.coordination.zk import ZkCoordinator
 from runtime.ref import ActorRef
 from runtime.system import ActorSystem
@@ -39,7 +32,6 @@ from runtime.transport.http import HttpTransport
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "process-cluster-secret-0123456789"
-CONTROLLER_ID = 1000
 
 
 def free_port() -> int:
@@ -77,7 +69,6 @@ class ProcessCluster:
     base_dir: Path
     properties: dict[str, str] = field(default_factory=dict)
     brokers: dict[int, BrokerProcess] = field(default_factory=dict)
-    controller_epoch: int = 1
 
     def __post_init__(self) -> None:
         self.address_book = AddressBook()
@@ -85,7 +76,6 @@ class ProcessCluster:
             "client", transport=HttpTransport(wire_codec(), secret=SECRET, resolve=self.address_book.resolve)
         )
         self.admin = ZkCoordinator(self.zk_connect, session_timeout_ms=10_000)
-        self.partition_states: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
 
     async def __aenter__(self) -> ProcessCluster:
         await self.client.__aenter__()
@@ -190,82 +180,76 @@ class ProcessCluster:
             if b.process is not None
         )
 
-    # ------------------------------------------------------------------ stand-in controller
+    # --------------------------------------------------------------------------- admin
 
-    async def make_leader(
-        self, tp: TopicPartition, *, leader: int, isr: Sequence[int], replicas: Sequence[int]
-    ) -> dict[int, LeaderAndIsrResponse]:
-        previous = self.partition_states.get(tp)
-        epoch = previous.leader_epoch + 1 if previous else 0
-        path = zk_data.partition_state_path(tp.topic, tp.partition)
-        data = zk_data.encode_partition_state(
-            zk_data.PartitionState(
-                leader=leader, leader_epoch=epoch, isr=tuple(isr), controller_epoch=self.controller_epoch
-            )
+    async def create_topic(
+        self, topic: str, assignment: dict[int, Sequence[int]], config: dict[str, str] | None = None
+    ) -> None:
+        """What an admin client does in ZooKeeper mode: write the assignment (and config); the
+        controller's topic watch does the rest."""
+        if config:
+            await self.admin.ensure_path(zk_data.CONFIG_TOPICS_PATH)
+            await self.admin.create(zk_data.topic_config_path(topic), zk_data.encode_topic_config(config))
+        await self.admin.create(
+            zk_data.topic_path(topic),
+            zk_data.encode_topic_assignment(
+                zk_data.TopicAssignment(partitions={p: tuple(r) for p, r in assignment.items()})
+            ),
         )
-        await self.admin.ensure_path(zk_data.topic_partition_path(tp.topic, tp.partition))
-        try:
-            zk_version = (await self.admin.create(path, data)).stat.version
-        except NodeExistsError:
-            zk_version = (await self.admin.set(path, data, version=-1)).version
-        state = LeaderAndIsrPartitionState(
-            topic=tp.topic, partition=tp.partition, controller_epoch=self.controller_epoch, leader=leader,
-            leader_epoch=epoch, isr=tuple(isr), zk_version=zk_version, replicas=tuple(replicas),
-            is_new=previous is None,
-        )  # fmt: skip
-        self.partition_states[tp] = state
-        await self.update_metadata()
-        endpoints = self.live_endpoints()
-        responses: dict[int, LeaderAndIsrResponse] = {}
-        for broker_id in replicas:
-            broker = self.brokers.get(broker_id)
-            if broker is None or broker.process is None:
-                continue
-            responses[broker_id] = await self.client.ask(
-                broker.ref,
-                LeaderAndIsrRequest(
-                    controller_id=CONTROLLER_ID, controller_epoch=self.controller_epoch, broker_epoch=-1,
-                    partition_states=(state,),
-                    live_leaders=tuple(e for e in endpoints if e.broker_id == leader),
-                ),
-                timeout_ms=30_000,
-            )  # fmt: skip
-        return responses
 
-    async def update_metadata(self) -> None:
-        states = tuple(
-            UpdateMetadataPartitionState(
-                topic=s.topic, partition=s.partition, controller_epoch=s.controller_epoch, leader=s.leader,
-                leader_epoch=s.leader_epoch, isr=s.isr, zk_version=s.zk_version, replicas=s.replicas,
-            )
-            for s in self.partition_states.values()
-        )  # fmt: skip
-        endpoints = self.live_endpoints()
-        for endpoint in endpoints:
-            await self.client.ask(
-                self.brokers[endpoint.broker_id].ref,
-                UpdateMetadataRequest(
-                    controller_id=CONTROLLER_ID, controller_epoch=self.controller_epoch, broker_epoch=-1,
-                    partition_states=states, live_brokers=endpoints,
-                ),
-                timeout_ms=30_000,
-            )  # fmt: skip
+    async def controller(self) -> tuple[int, int]:
+        """(active controller broker id, controller epoch) as ZooKeeper says."""
+        data, _ = await self.admin.get(zk_data.CONTROLLER_PATH)
+        epoch_data, _ = await self.admin.get(zk_data.CONTROLLER_EPOCH_PATH)
+        return zk_data.decode_controller(data).broker_id, zk_data.decode_controller_epoch(epoch_data)
+
+    async def wait_for_znode(
+        self, path: str, predicate: Callable[[bytes | None], bool], *, timeout_s: float
+    ) -> bytes | None:
+        """Wait until ``predicate(data)`` holds for ``path`` (None: missing), re-checking at each
+        ZooKeeper watch event — no polling."""
+
+        async def wait() -> bytes | None:
+            while True:
+                changed = asyncio.get_running_loop().create_future()
+
+                def on_event(event: WatchEvent, changed: asyncio.Future[None] = changed) -> None:
+                    if not changed.done():
+                        changed.set_result(None)
+
+                if await self.admin.exists(path, watch=on_event) is None:
+                    data: bytes | None = None
+                else:
+                    try:
+                        data, _ = await self.admin.get(path, watch=on_event)
+                    except NoNodeError:
+                        data = None
+                if predicate(data):
+                    return data
+                await changed
+
+        return await asyncio.wait_for(wait(), timeout=timeout_s)
+
+    async def wait_for_partition_state(
+        self, tp: TopicPartition, predicate: Callable[[zk_data.PartitionState], bool], *, timeout_s: float
+    ) -> zk_data.PartitionState:
+        path = zk_data.partition_state_path(tp.topic, tp.partition)
+
+        def matches(data: bytes | None) -> bool:
+            return data is not None and predicate(zk_data.decode_partition_state(data, path=path))
+
+        data = await self.wait_for_znode(path, matches, timeout_s=timeout_s)
+        assert data is not None
+        return zk_data.decode_partition_state(data, path=path)
+
+    async def metadata(self, broker_id: int, topics: tuple[str, ...] | None = None) -> MetadataResponse:
+        response = await self.client.ask(
+            self.brokers[broker_id].ref, MetadataRequest(topics=topics), timeout_ms=10_000
+        )
+        assert isinstance(response, MetadataResponse)
+        return response
 
     async def zk_partition_state(self, tp: TopicPartition) -> tuple[zk_data.PartitionState, int]:
         path = zk_data.partition_state_path(tp.topic, tp.partition)
         data, stat = await self.admin.get(path)
         return zk_data.decode_partition_state(data, path=path), stat.version
-
-    async def wait_for_state_change(self, tp: TopicPartition, *, timeout_s: float) -> zk_data.PartitionState:
-        """Wait (a ZooKeeper data watch, no polling) for the next write to the partition's state znode."""
-        changed = asyncio.get_running_loop().create_future()
-        path = zk_data.partition_state_path(tp.topic, tp.partition)
-
-        def on_event(event: WatchEvent) -> None:
-            if not changed.done():
-                changed.set_result(None)
-
-        await self.admin.get(path, watch=on_event)
-        await asyncio.wait_for(changed, timeout=timeout_s)
-        state, _ = await self.zk_partition_state(tp)
-        return state
