@@ -54,7 +54,6 @@ from runtime.storage.fs import MemoryFileSystem
 from runtime.storage.record_builder import SimpleRecord, build_batch
 from runtime.storage.records import iterate_batches
 from runtime.system import ActorSystem
-from runtime.testkit import advance
 from runtime.transport.addresses import AddressBook
 from runtime.transport.memory import MemoryNetwork, MemoryTransport
 
@@ -215,10 +214,30 @@ class InProcessCluster:
     # ------------------------------------------------------------------------------ time
 
     async def settle(self) -> None:
+        """Wait until the whole cluster is quiet.
+
+        ``Activity.wait_idle`` alone can return one loop iteration too early: the reply to a
+        remote ask is not counted between the moment the answering actor resolves it and the
+        moment the asker's transport task posts it to the asker's mailbox (one task wake-up), and
+        ``wait_idle``'s own wake-up may be queued before that task's. Waiting a second time lets
+        that wake-up run (it is already queued), so a reply in that window is then counted.
+        """
+        await self.activity.wait_idle()
         await self.activity.wait_idle()
 
     async def advance(self, delta_ms: int) -> None:
-        await advance(self.clock, self.activity, delta_ms)
+        """Move virtual time forward one due timer at a time, settling after each (as
+        ``runtime.testkit.advance`` does, with this class's ``settle``)."""
+        target = self.clock.now_ms() + delta_ms
+        await self.settle()
+        while True:
+            due = self.clock.next_due_ms()
+            if due is None or due > target:
+                break
+            self.clock.advance_to(due)
+            await self.settle()
+        self.clock.advance_to(target)
+        await self.settle()
 
     async def complete(self, awaitable: Awaitable[T], *, within_ms: int = 60_000, step_ms: int = 100) -> T:
         """Run ``awaitable`` while virtual time moves forward ``step_ms`` at a time; fail if it

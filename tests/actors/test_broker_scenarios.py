@@ -1,0 +1,275 @@
+"""Broker-level scenarios: controller-request fencing, a deposed leader's ISR writes, parked
+produces, and fetch/epoch errors through the broker's request path (kafka-semantics.md §3.4, §10,
+§11.5, §13.2 #11/#14/#16; verification.md §2.3 KIP-320).
+
+Real brokers in one process on virtual time (``tests/support/cluster.py``); the test plays the
+controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from actors.errors import ErrorCode
+from actors.partition_state import Role
+from actors.protocol import LeaderAndIsrPartitionState
+from actors.types import TopicPartition
+from tests.support.cluster import InProcessCluster, batch
+
+pytestmark = pytest.mark.asyncio
+
+TP = TopicPartition("orders", 0)
+
+
+async def brokers(*ids: int, **overrides: object) -> InProcessCluster:
+    cluster = InProcessCluster(config_overrides=dict(overrides))
+    await cluster.__aenter__()
+    for broker_id in ids:
+        await cluster.start_broker(broker_id)
+    return cluster
+
+
+def state(
+    *, leader: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...], zk_version: int = 0
+) -> LeaderAndIsrPartitionState:
+    return LeaderAndIsrPartitionState(
+        topic=TP.topic,
+        partition=TP.partition,
+        controller_epoch=1,
+        leader=leader,
+        leader_epoch=leader_epoch,
+        isr=isr,
+        zk_version=zk_version,
+        replicas=replicas,
+    )
+
+
+# ---------------------------------------------------------------- LeaderAndIsr fencing (§11.5)
+
+
+async def test_same_leader_with_a_higher_epoch_makes_the_follower_truncate_exactly_once() -> None:
+    """§13.2 #11 (testMakeFollowerWithNoLeaderIdChange, testBecomeFollowerWhenLeaderIsUnchangedBut
+    MissedLeaderUpdate): follower of broker 1 at epoch 1; LeaderAndIsr with the same leader and
+    epoch 4 → the follower steps run and the fetcher truncates once (one OffsetsForLeaderEpoch);
+    epoch 4 again → skipped, STALE_CONTROLLER_EPOCH for the partition."""
+    cluster = await brokers(1, 2, min_insync_replicas=1)
+    try:
+        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=1)
+        await cluster.complete(cluster.produce(1, TP, batch(b"a")))
+        assert cluster.log(2, TP).log_end_offset == 1
+        epoch_requests = cluster.broker(1).statistics().requests_total.get("OffsetsForLeaderEpoch", 0)
+        assert epoch_requests == 0  # the follower's log was empty when it started following
+
+        responses = await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=4)
+        assert responses[2].partitions[0].error_code is ErrorCode.NONE
+        assert cluster.partition(2, TP).state.leader_epoch == 4
+        assert cluster.broker(1).statistics().requests_total["OffsetsForLeaderEpoch"] == 1
+        assert cluster.log(2, TP).log_end_offset == 1
+
+        again = await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=4)
+        for broker_id in (1, 2):
+            assert again[broker_id].error_code is ErrorCode.NONE
+            assert again[broker_id].partitions[0].error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+        await cluster.advance(1_000)
+        assert cluster.broker(1).statistics().requests_total["OffsetsForLeaderEpoch"] == 1
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+async def test_leader_and_isr_with_an_equal_or_lower_leader_epoch_is_stale_per_partition() -> None:
+    """§11.5: only a higher leader epoch is applied; equal or lower → STALE_CONTROLLER_EPOCH for
+    that partition, while the other partitions of the request are applied."""
+    other = TopicPartition("orders", 1)
+    cluster = await brokers(1)
+    try:
+        await cluster.make_leader(TP, leader=1, isr=[1], replicas=[1], leader_epoch=5)
+        fresh = LeaderAndIsrPartitionState(
+            topic=other.topic, partition=other.partition, controller_epoch=1, leader=1, leader_epoch=0,
+            isr=(1,), zk_version=0, replicas=(1,),
+        )  # fmt: skip
+        response = await cluster.send_leader_and_isr(
+            1,
+            state(leader=1, leader_epoch=5, isr=(1,), replicas=(1,)),
+            state(leader=1, leader_epoch=4, isr=(1,), replicas=(1,)),
+            fresh,
+        )
+        assert response.error_code is ErrorCode.NONE
+        assert [p.error_code for p in response.partitions] == [
+            ErrorCode.STALE_CONTROLLER_EPOCH,
+            ErrorCode.STALE_CONTROLLER_EPOCH,
+            ErrorCode.NONE,
+        ]
+        assert cluster.partition(1, TP).state.leader_epoch == 5
+        assert cluster.partition(1, other).state.role is Role.LEADER
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+async def test_leader_and_isr_from_an_older_controller_is_stale_as_a_whole() -> None:
+    """§11.2/§11.5: a lower controller epoch than the highest seen → STALE_CONTROLLER_EPOCH for the
+    whole request, and none of it is applied (not even a higher leader epoch)."""
+    cluster = await brokers(1, 2)
+    try:
+        cluster.controller_epoch = 3
+        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2])
+        response = await cluster.send_leader_and_isr(
+            1, state(leader=2, leader_epoch=9, isr=(2,), replicas=(1, 2)), controller_epoch=2
+        )
+        assert response.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+        assert response.partitions == ()
+        partition = cluster.partition(1, TP)
+        assert (partition.state.role, partition.state.leader_epoch) == (Role.LEADER, 0)
+        stats = cluster.broker(1).statistics()
+        assert stats.controller_epoch == 3
+        assert stats.request_errors_total[("LeaderAndIsr", "STALE_CONTROLLER_EPOCH")] == 1
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+# -------------------------------------------------------------- a deposed leader (§3.4 step 6)
+
+
+async def test_deposed_leader_cannot_change_the_isr_until_a_leader_and_isr_gives_it_the_zk_version() -> None:
+    """§3.4: the controller moved leadership to broker 2 (epoch 1) without broker 1 hearing of it.
+    Broker 1 still leads epoch 0 in its own view and accepts an acks=all write its former
+    followers never fetch; its shrink is a conditional write on the old zkVersion: it fails, is
+    counted, and fails again at every isr-expiration run, so the write is never acknowledged. Once
+    a LeaderAndIsr (epoch 2) gives broker 1 the current zkVersion, its next shrink succeeds."""
+    cluster = await brokers(1, 2, 3)
+    try:
+        await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
+        await cluster.make_leader(TP, leader=2, isr=[2, 3], replicas=[1, 2, 3], recipients=[2, 3])
+        _, moved_version = await cluster.zk_partition_state(TP)
+        zombie = cluster.partition(1, TP)
+        assert (zombie.state.role, zombie.state.leader_epoch, zombie.state.zk_version) == (Role.LEADER, 0, 0)
+
+        produce = asyncio.ensure_future(cluster.produce(1, TP, batch(b"zombie"), timeout_ms=20_000))
+        await cluster.advance(15_000)
+        failed = zombie.statistics().failed_isr_updates_total
+        assert failed >= 1
+        assert zombie.state.isr == {1, 2, 3}
+        assert zombie.statistics().isr_shrinks_total == 0
+        await cluster.advance(10_000)  # two more isr-expiration runs (every 5 s): two more failures
+        assert zombie.statistics().failed_isr_updates_total == failed + 2
+        assert produce.done()
+        assert produce.result().partitions[0].error_code is ErrorCode.REQUEST_TIMED_OUT
+        assert cluster.log(1, TP).high_watermark == 0
+        zk_state, version = await cluster.zk_partition_state(TP)
+        assert (zk_state.leader, zk_state.leader_epoch, zk_state.isr, version) == (
+            2,
+            1,
+            (2, 3),
+            moved_version,
+        )
+
+        await cluster.make_leader(
+            TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3], leader_epoch=2, recipients=[1]
+        )
+        _, given_version = await cluster.zk_partition_state(TP)
+        assert zombie.state.zk_version == given_version
+        await cluster.advance(15_000)
+        zk_state, version = await cluster.zk_partition_state(TP)
+        assert (zk_state.leader, zk_state.leader_epoch, zk_state.isr, version) == (
+            1,
+            2,
+            (1,),
+            given_version + 1,
+        )
+        assert zombie.statistics().isr_shrinks_total == 1
+        assert zombie.state.isr == {1}
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+# ------------------------------------------------------------------- parked produces (§10.1)
+
+
+async def test_parked_acks_all_produce_answers_not_leader_when_the_broker_becomes_follower() -> None:
+    """§13.2 #14 (ReplicaManagerTest.testClearPurgatoryOnBecomingFollower): an acks=-1 produce is
+    parked on broker 1 (broker 3 pins the HW); LeaderAndIsr makes broker 1 a follower of broker 2
+    (epoch 1) → the produce completes with NOT_LEADER_OR_FOLLOWER."""
+    cluster = await brokers(1, 2, 3)
+    try:
+        await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
+        await cluster.stop_broker(3)
+        produce = asyncio.ensure_future(cluster.produce(1, TP, batch(b"a")))
+        await cluster.advance(1_000)
+        assert not produce.done()
+        assert cluster.partition(1, TP).statistics().delayed_produces == 1
+        await cluster.make_leader(TP, leader=2, isr=[1, 2], replicas=[1, 2, 3])
+        await cluster.settle()
+        assert produce.done()
+        assert produce.result().partitions[0].error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert cluster.partition(1, TP).state.role is Role.FOLLOWER
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+async def test_parked_acks_all_produce_times_out_with_request_timed_out() -> None:
+    """§13.2 #16: neither the HW nor the ISR moves within the produce's timeout (1500 ms; the lag
+    bound is 10 s) → REQUEST_TIMED_OUT at 1500 ms, counted by the broker."""
+    cluster = await brokers(1, 2, 3)
+    try:
+        await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
+        await cluster.stop_broker(3)
+        sent_at = cluster.clock.now_ms()
+        produce = asyncio.ensure_future(cluster.produce(1, TP, batch(b"a"), timeout_ms=1_500))
+        await cluster.advance(1_499)
+        assert not produce.done()
+        await cluster.advance(1)
+        assert produce.done()
+        assert cluster.clock.now_ms() - sent_at == 1_500
+        assert produce.result().partitions[0].error_code is ErrorCode.REQUEST_TIMED_OUT
+        assert cluster.broker(1).statistics().request_errors_total[("Produce", "REQUEST_TIMED_OUT")] == 1
+        assert cluster.partition(1, TP).statistics().delayed_produce_expires_total == 1
+        assert cluster.log(1, TP).log_end_offset == 1  # the record stays; its fate is unknown
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+# ---------------------------------------------------------------- fetch errors (§5.2, §10.2)
+
+
+async def test_consumer_fetch_above_the_log_end_is_offset_out_of_range() -> None:
+    """§5.2/§10.2 through the broker: above the HW (≤ LEO) nothing and no error; above the LEO
+    OFFSET_OUT_OF_RANGE."""
+    cluster = await brokers(1, 2, min_insync_replicas=1)
+    try:
+        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2])
+        await cluster.stop_broker(2)
+        await cluster.complete(cluster.produce(1, TP, batch(b"a", b"b"), acks=1))
+        assert (cluster.log(1, TP).high_watermark, cluster.log(1, TP).log_end_offset) == (0, 2)
+        at_leo = await cluster.complete(cluster.fetch(1, TP, 2))
+        assert (at_leo.partitions[0].error_code, at_leo.partitions[0].records) == (ErrorCode.NONE, b"")
+        beyond = await cluster.complete(cluster.fetch(1, TP, 3))
+        assert beyond.partitions[0].error_code is ErrorCode.OFFSET_OUT_OF_RANGE
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+@pytest.mark.parametrize(
+    ("current_leader_epoch", "expected"),
+    [(1, ErrorCode.FENCED_LEADER_EPOCH), (3, ErrorCode.UNKNOWN_LEADER_EPOCH), (2, ErrorCode.NONE)],
+)
+async def test_fetch_and_offsets_for_leader_epoch_are_fenced_through_the_broker(
+    current_leader_epoch: int, expected: ErrorCode
+) -> None:
+    """KIP-320 (verification.md §2.3): a request naming an older leader epoch → FENCED_LEADER_EPOCH,
+    a newer one → UNKNOWN_LEADER_EPOCH, per partition, for Fetch and OffsetsForLeaderEpoch."""
+    cluster = await brokers(1, min_insync_replicas=1)
+    try:
+        await cluster.make_leader(TP, leader=1, isr=[1], replicas=[1], leader_epoch=2)
+        await cluster.complete(cluster.produce(1, TP, batch(b"a")))
+        fetched = await cluster.complete(cluster.fetch(1, TP, 0, leader_epoch=current_leader_epoch))
+        assert fetched.partitions[0].error_code is expected
+        epochs = await cluster.complete(
+            cluster.offsets_for_leader_epoch(1, TP, 2, current_leader_epoch=current_leader_epoch)
+        )
+        assert epochs.partitions[0].error_code is expected
+        if expected is ErrorCode.NONE:
+            assert fetched.partitions[0].records != b""
+            assert (epochs.partitions[0].leader_epoch, epochs.partitions[0].end_offset) == (2, 1)
+    finally:
+        await cluster.__aexit__(None, None, None)
