@@ -41,12 +41,10 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, TypeAlias
+from typing import Final, TypeAlias
 
 from runtime.coordination.errors import NodeExistsError
-
-if TYPE_CHECKING:
-    from runtime.coordination.session import SessionEvent, SessionState, Subscription
+from runtime.coordination.session import SessionEvent, SessionState, Subscription
 
 __all__ = [
     "ANY_VERSION",
