@@ -20,12 +20,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors import zk_data
-from actors.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse
+from actors.errors import ErrorCode
+from actors.protocol import (
+    BrokerEndpoint,
+    MetadataRequest,
+    MetadataResponse,
+    ProducePartitionData,
+    ProduceRequest,
+    ProduceResponse,
+)
 from actors.types import TopicPartition, broker_node
 from ops.wiring import wire_codec
 from runtime.coordination import NoNodeError, WatchEvent
 from runtime.coordination.zk import ZkCoordinator
 from runtime.ref import ActorRef
+from runtime.storage.record_builder import SimpleRecord, build_batch
 from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
 from runtime.transport.http import HttpTransport
@@ -253,3 +262,103 @@ class ProcessCluster:
         path = zk_data.partition_state_path(tp.topic, tp.partition)
         data, stat = await self.admin.get(path)
         return zk_data.decode_partition_state(data, path=path), stat.version
+
+
+@dataclass
+class ProduceLoop:
+    """Writes one acks=all record at a time to a partition's leader and keeps what was acknowledged
+    (value → loop time of the acknowledgement).
+
+    The leader comes from the partition state znode; after a failure the loop waits on a ZooKeeper
+    watch for a higher leader epoch (the controller's decision). The one retry without an event is
+    when the new leader has not applied its LeaderAndIsr yet (a few milliseconds): bounded.
+    """
+
+    cluster: ProcessCluster
+    tp: TopicPartition
+    acknowledged: dict[bytes, float] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _progress: asyncio.Event = field(default_factory=asyncio.Event)
+    _task: asyncio.Task[None] | None = None
+    _not_yet_leader_budget: int = 500
+
+    def start(self) -> None:
+        self._task = asyncio.ensure_future(self._run())
+
+    async def wait_for_acks(self, count: int, *, timeout_s: float) -> None:
+        """Wait until ``count`` records have been acknowledged (an event per acknowledgement)."""
+
+        async def wait() -> None:
+            while len(self.acknowledged) < count:
+                if self._task is not None and self._task.done():
+                    self._task.result()
+                    raise AssertionError("the produce loop stopped")
+                self._progress.clear()
+                await self._progress.wait()
+
+        await asyncio.wait_for(wait(), timeout=timeout_s)
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            await self._task
+
+    async def _leadership(self, above_epoch: int) -> zk_data.PartitionState | None:
+        """The partition state once its leader epoch exceeds ``above_epoch`` with a leader; None
+        if the loop is stopped first."""
+        waiting = asyncio.ensure_future(
+            self.cluster.wait_for_partition_state(
+                self.tp, lambda s: s.leader_epoch > above_epoch and s.leader >= 0, timeout_s=60
+            )
+        )
+        stopping = asyncio.ensure_future(self._stop.wait())
+        done, _ = await asyncio.wait({waiting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+        for task in (waiting, stopping):
+            if task not in done:
+                task.cancel()
+        return waiting.result() if waiting in done else None
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        number = 0
+        state = await self._leadership(-1)
+        retries_at_this_epoch = 0
+        while state is not None and not self._stop.is_set():
+            value = f"record-{number}".encode()
+            request = ProduceRequest(
+                acks=-1,
+                timeout_ms=5_000,
+                partitions=(
+                    ProducePartitionData(
+                        topic=self.tp.topic,
+                        partition=self.tp.partition,
+                        records=build_batch([SimpleRecord(value)]),
+                    ),
+                ),
+            )
+            broker = self.cluster.brokers[state.leader]
+            error: str | None = None
+            try:
+                response = await self.cluster.client.ask(broker.ref, request, timeout_ms=10_000)
+            except Exception as failure:  # noqa: BLE001 - the broker may be killed mid-request
+                error = f"{type(failure).__name__}: {failure}"
+            else:
+                assert isinstance(response, ProduceResponse)
+                result = response.partitions[0]
+                if result.error_code is ErrorCode.NONE:
+                    self.acknowledged[value] = loop.time()
+                    self._progress.set()
+                    number += 1
+                    retries_at_this_epoch = 0
+                    continue
+                error = result.error_code.name
+                if result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    retries_at_this_epoch += 1
+                    if retries_at_this_epoch < self._not_yet_leader_budget:
+                        current, _ = await self.cluster.zk_partition_state(self.tp)
+                        if current.leader_epoch == state.leader_epoch:
+                            continue  # the leader ZooKeeper names has not applied LeaderAndIsr yet
+            self.errors.append(error)
+            retries_at_this_epoch = 0
+            state = await self._leadership(state.leader_epoch)
