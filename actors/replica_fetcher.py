@@ -25,9 +25,12 @@ chain of steps with **at most one request to the leader in flight**:
 
 The broker owns the fetcher's lifecycle: it adds and removes partitions and stops a fetcher that
 has none left (Kafka's ``shutdownIdleFetcherThreads``). Only answers for partitions still present,
-at the epoch and fetch offset the request was built with, are applied; everything else is stale and
-dropped. A request that fails at the transport level
-delays every partition in it by ``replica.fetch.backoff.ms``.
+at the epoch (and, for fetches, the fetch offset) the request was built with, are applied;
+everything else is stale and dropped. That holds for the local partition's answers too: a
+LeaderAndIsr can move the partition to a newer epoch while the fetcher's request for the older one
+is on its way, and the partition's refusal (FENCED_LEADER_EPOCH) describes the old request, not the
+partition the broker has just re-added. A request that fails at the transport level delays every
+partition in it by ``replica.fetch.backoff.ms``.
 """
 
 from __future__ import annotations
@@ -161,6 +164,11 @@ class FetcherStatistics:
     max_lag: int
 
 
+_LocalRequest: TypeAlias = (
+    GetFollowerLogState | TruncateOnLeaderEpoch | TruncateTo | TruncateFullyAndStartAt | AppendAsFollower
+)
+
+
 class _Round(enum.Enum):
     IDLE = "idle"
     TRUNCATE_STATE = "truncate: local state"
@@ -190,6 +198,8 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         # What the current round is waiting for, and what it has collected.
         self._waiting: set[TopicPartition] = set()
         self._collected: dict[TopicPartition, Any] = {}
+        # The leader epoch each local request of the current round was built for.
+        self._asked_epochs: dict[TopicPartition, int] = {}
         self._context: dict[TopicPartition, Any] = {}
         self._resetting: TopicPartition | None = None
         # Partitions of the current truncation round with no epoch cache: their HW is the point.
@@ -275,21 +285,24 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         self._round_id = next(self._round_ids)
         self._waiting = set()
         self._collected = {}
+        self._asked_epochs = {}
         return self._round_id
 
     def _end_round(self, ctx: Context[ReplicaFetcherMessage]) -> None:
         self._round = _Round.IDLE
         self._waiting = set()
         self._collected = {}
+        self._asked_epochs = {}
         self._context = {}
         self._resetting = None
         self._step(ctx)
 
     def _ask_partition(
-        self, ctx: Context[ReplicaFetcherMessage], tp: TopicPartition, request: object
+        self, ctx: Context[ReplicaFetcherMessage], tp: TopicPartition, request: _LocalRequest
     ) -> None:
         round_id = self._round_id
         self._waiting.add(tp)
+        self._asked_epochs[tp] = request.leader_epoch
 
         def adapt(reply: object) -> _LocalReply:
             return _LocalReply(round_id, tp, reply)
@@ -318,7 +331,13 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         self._collected[message.tp] = message.reply
         if self._waiting:
             return
-        collected = self._collected
+        # Answers for a partition removed or re-added at another epoch since the request was
+        # built are stale: they say nothing about the partition as it is now.
+        collected = {
+            tp: reply
+            for tp, reply in self._collected.items()
+            if self._current(tp, self._asked_epochs[tp]) is not None
+        }
         match self._round:
             case _Round.TRUNCATE_STATE:
                 self._after_truncate_state(ctx, collected)
@@ -440,7 +459,7 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             leader_epoch = self.partitions[tp].leader_epoch
             self._ask_partition(ctx, tp, TruncateOnLeaderEpoch(leader_epoch, answer_epoch, end_offset))
         for tp, high_watermark in self._context_high_watermarks.items():
-            without_epochs = self.partitions.get(tp)
+            without_epochs = self._current(tp, self._context[tp])
             if without_epochs is not None:
                 # No epoch information locally: the high watermark is the truncation point (§7.3.3).
                 self._ask_partition(ctx, tp, TruncateTo(without_epochs.leader_epoch, high_watermark))
@@ -470,11 +489,13 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
     ) -> None:
         tp = self._resetting
         assert tp is not None
-        reply = replies.get(tp)
         state = self.partitions.get(tp)
-        if state is None or not isinstance(reply, FollowerLogState) or reply.error_code is not ErrorCode.NONE:
-            if state is not None:
-                self._handle_local_error(ctx, tp, reply)
+        if tp not in replies or state is None:
+            self._end_round(ctx)  # stale: the partition was removed or re-added meanwhile
+            return
+        reply = replies[tp]
+        if not isinstance(reply, FollowerLogState) or reply.error_code is not ErrorCode.NONE:
+            self._handle_local_error(ctx, tp, reply)
             self._end_round(ctx)
             return
         self._context = {tp: (state.leader_epoch, reply.log_end_offset)}

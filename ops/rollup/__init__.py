@@ -4,6 +4,7 @@ The package is the only code that imports ``pyspark`` (``schema`` imports it laz
 snapshot writer, which shares the file schema, never starts a JVM). Modules:
 
 * ``schema``: the snapshot file schema (pyarrow and Spark) and the output tables' schemas;
+* ``metrics``: which catalogued metrics the rollup reads (names only from ``ops/metric_catalog.py``);
 * ``session``: building the SparkSession without hard-coding the master;
 * ``transforms``: pure ``DataFrame -> DataFrame`` functions, the whole computation;
 * ``report``: the printed summary, the PNG plots and the HTML page, from small collected tables;

@@ -147,7 +147,10 @@ def run_rollup(spark: SparkSession, options: RollupOptions, progress: Progress) 
     counts = (small.count(), partition_rows.count())
     progress.stage("scan", f"{counts[0]:,} broker-level samples, {counts[1]:,} non-zero partition samples")
     if counts == (0, 0):
-        raise NoInputError(f"the snapshot files under {options.snapshots} hold no metric the rollup reads")
+        before = "" if options.as_of_ms is None else f" at or before {_iso(options.as_of_ms)}"
+        raise NoInputError(
+            f"the snapshot files under {options.snapshots} hold no metric the rollup reads{before}"
+        )
 
     metas = [
         frame.groupBy("metric").agg(F.min("ts_ms").alias("earliest"), F.max("ts_ms").alias("latest"))
@@ -432,3 +435,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in report.summary_lines(summary):
         print(line)
     return 0
+
+
+if __name__ == "__main__":
+    # spark-submit runs a file: `spark-submit [--master ...] ops/rollup/job.py --snapshots ... --out ...`.
+    raise SystemExit(main())

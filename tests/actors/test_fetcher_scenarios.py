@@ -10,7 +10,13 @@ from __future__ import annotations
 import pytest
 
 from actors.errors import ErrorCode
-from actors.partition_messages import TruncateOnLeaderEpoch, TruncateTo, TruncationResult
+from actors.partition_messages import (
+    AppendAsFollower,
+    GetFollowerLogState,
+    TruncateOnLeaderEpoch,
+    TruncateTo,
+    TruncationResult,
+)
 from actors.protocol import (
     FetchRequest,
     ListOffsetsRequest,
@@ -488,3 +494,65 @@ async def test_partition_removed_during_the_epoch_request_is_not_truncated() -> 
     assert T1P0 not in driver.fetcher.partitions
     assert T1P0 not in driver.fetcher.failed
     assert [m.__class__ for m, _ in truncations(driver)] == [TruncateOnLeaderEpoch]
+
+
+# ------------------------------------------------------------------ stale local answers
+
+
+@pytest.mark.parametrize("stale", [GetFollowerLogState, TruncateOnLeaderEpoch, AppendAsFollower])
+async def test_local_answer_for_an_older_epoch_does_not_fail_the_partition_re_added_at_a_newer_one(
+    stale: type,
+) -> None:
+    """§7.3 (only answers for partitions still present *at the epoch the request was built for*
+    apply): a LeaderAndIsr (epoch 6) reaches the broker while the fetcher's local request for
+    epoch 5 is on its way to the partition. The partition, now at epoch 6, refuses the stale
+    request with FENCED_LEADER_EPOCH; the fetcher must drop that answer, not fail the partition it
+    re-added at epoch 6, and go on truncating and fetching in epoch 6."""
+    driver = FetcherDriver()
+    leader_log = driver.leader.add_partition(TP, leader_epoch=5)
+    write(leader_log, batch(0, 2, 5), batch(2, 2, 5))
+    await driver.follower(TP, leader_epoch=5, seed=lambda log: write(log, batch(0, 2, 5)))
+
+    def leader_and_isr_meanwhile(request: object) -> None:
+        if isinstance(request, stale) and getattr(request, "leader_epoch", None) == 5:
+            driver.leader.become_leader(TP, 6)
+            driver.new_epoch(TP, 6)
+
+    driver.before_local_answers = leader_and_isr_meanwhile
+    driver.add((TP, 5))
+    driver.run()
+    assert next(answer.error_code for message, answer in driver.local if isinstance(message, stale)) is (
+        ErrorCode.FENCED_LEADER_EPOCH
+    )
+    assert not driver.failed(TP)
+    assert driver.fetcher.partitions[TP].leader_epoch == 6
+    assert driver.phase(TP) is FetchPhase.FETCHING
+    assert log_bytes(driver.log(TP)) == log_bytes(leader_log)
+
+
+async def test_high_watermark_truncation_is_not_applied_to_a_partition_re_added_meanwhile() -> None:
+    """§7.3 step 2 (results for partitions whose leader epoch changed since the request was built
+    are ignored), for a partition without epochs truncating to its HW in the same round as one
+    that asked OffsetsForLeaderEpoch: re-added at epoch 6 while that request is in flight, it
+    starts over in epoch 6 (reads its log state again) instead of taking the epoch-5 decision."""
+    driver = FetcherDriver()
+    write(driver.leader.add_partition(T1P0, leader_epoch=5), batch(0, 2, 5))
+    await driver.follower(T1P0, leader_epoch=5, seed=lambda log: write(log, batch(0, 2, 5)))
+    write(driver.leader.add_partition(T2P1, leader_epoch=5), batch(0, 2, -1))
+    await driver.follower(T2P1, leader_epoch=5, seed=lambda log: write(log, batch(0, 2, -1)))
+
+    def leader_and_isr_meanwhile(request: object) -> None:
+        if (
+            isinstance(request, OffsetsForLeaderEpochRequest)
+            and driver.fetcher.partitions[T2P1].leader_epoch == 5
+        ):
+            driver.leader.become_leader(T2P1, 6)
+            driver.new_epoch(T2P1, 6)
+
+    driver.before_leader_answers = leader_and_isr_meanwhile
+    driver.add((T1P0, 5), (T2P1, 5))
+    driver.run()
+    asked = [(type(m).__name__, m.leader_epoch) for m in driver.local_requests[T2P1]]
+    assert asked[:3] == [("GetFollowerLogState", 5), ("GetFollowerLogState", 6), ("TruncateTo", 6)]
+    assert not driver.failed(T2P1)
+    assert driver.phase(T2P1) is FetchPhase.FETCHING

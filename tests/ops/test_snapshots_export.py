@@ -240,6 +240,20 @@ async def test_run_export_stops_after_the_requested_rounds(cluster: FakeCluster,
 
 
 @pytest.mark.asyncio
+async def test_run_export_stops_when_the_next_round_would_start_after_the_duration(
+    cluster: FakeCluster, tmp_path: Path
+) -> None:
+    await cluster.start_broker(1)
+    options = ExportOptions(
+        bootstrap=(cluster.bootstrap(1),), out_dir=tmp_path, interval_ms=60_000, duration_ms=1_000
+    )
+
+    rounds = await asyncio.wait_for(run_export(options, asyncio.Event(), lambda _result: None), timeout=30)
+
+    assert rounds == 1  # the second round would start at 60 s, after the 1 s duration
+
+
+@pytest.mark.asyncio
 async def test_run_export_stops_when_the_stop_event_is_set(cluster: FakeCluster, tmp_path: Path) -> None:
     await cluster.start_broker(1)
     options = ExportOptions(bootstrap=(cluster.bootstrap(1),), out_dir=tmp_path, interval_ms=60_000)

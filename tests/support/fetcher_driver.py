@@ -25,6 +25,7 @@ from typing import Any
 
 from actors.config import BrokerConfig
 from actors.errors import ErrorCode
+from actors.partition_messages import BecomeFollower
 from actors.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -248,8 +249,11 @@ class FetcherDriver:
         self.leader_answers: list[Any] = []
         # What the fetcher asked its local partitions, with their answers, in order.
         self.local: list[tuple[Any, Any]] = []
+        self.local_requests: dict[TopicPartition, list[Any]] = {}
         # Called with each leader request just before the leader answers it.
         self.before_leader_answers: Callable[[Any], None] | None = None
+        # Called with each local request just before the local partition answers it.
+        self.before_local_answers: Callable[[Any], None] | None = None
 
     # ------------------------------------------------------------------------------ set up
 
@@ -268,6 +272,20 @@ class FetcherDriver:
         )
         self.followers[tp] = driver
         return driver
+
+    def new_epoch(self, tp: TopicPartition, leader_epoch: int) -> None:
+        """What the broker does on a LeaderAndIsr with a higher epoch for a followed partition:
+        tell the partition its new role, then remove it from the fetcher and add it back."""
+        follower = self.followers[tp]
+        state = follower.partition_state(
+            leader=LEADER_ID,
+            leader_epoch=leader_epoch,
+            isr=(LEADER_ID, FOLLOWER_ID),
+            replicas=(LEADER_ID, FOLLOWER_ID),
+        )
+        follower.kit.tell(BecomeFollower(state, follower.policy, LogConfig()))
+        self.remove(tp)
+        self.add((tp, leader_epoch))
 
     def add(self, *partitions: tuple[TopicPartition, int]) -> None:
         """AddPartitions (the broker's makeFollowers)."""
@@ -290,6 +308,9 @@ class FetcherDriver:
                 self.sent_to_leader.append(effect.message)
                 continue
             follower = next(d for d in self.followers.values() if effect.target.name == d.kit.ref.name)
+            self.local_requests.setdefault(follower.tp, []).append(effect.message)
+            if self.before_local_answers is not None:
+                self.before_local_answers(effect.message)
             requester, replies = follower.kit.ask(effect.message)
             answer = reply_to(requester, replies)
             self.local.append((effect.message, answer))

@@ -191,14 +191,14 @@ class PartitionDriver:
 
     # ---------------------------------------------------------------------- role changes
 
-    def _partition_state(
+    def partition_state(
         self,
         *,
         leader: int,
         leader_epoch: int,
         isr: tuple[int, ...],
         replicas: tuple[int, ...],
-        zk_version: int,
+        zk_version: int = 0,
     ) -> LeaderAndIsrPartitionState:
         return LeaderAndIsrPartitionState(
             topic=self.tp.topic,
@@ -224,7 +224,7 @@ class PartitionDriver:
             zk_version = await self.controller_writes_state(
                 leader=self.broker_id, leader_epoch=leader_epoch, isr=isr
             )
-        state = self._partition_state(
+        state = self.partition_state(
             leader=self.broker_id,
             leader_epoch=leader_epoch,
             isr=isr,
@@ -237,7 +237,7 @@ class PartitionDriver:
         self, *, leader: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...]
     ) -> list[Effect]:
         zk_version = await self.controller_writes_state(leader=leader, leader_epoch=leader_epoch, isr=isr)
-        state = self._partition_state(
+        state = self.partition_state(
             leader=leader, leader_epoch=leader_epoch, isr=isr, replicas=replicas, zk_version=zk_version
         )
         return await self.tell(BecomeFollower(state, self.policy, LogConfig()))
