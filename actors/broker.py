@@ -759,9 +759,22 @@ class BrokerActor(Actor[BrokerMessage]):
         name = fetcher_name(key[1], leader)
         if members is None:
             members = self.fetchers[key] = set()
+
+            def initial_partitions() -> tuple[tuple[TopicPartition, int], ...]:
+                # What a (re)started fetcher follows: the broker's list, at the current epochs.
+                followed = sorted(self.fetchers.get(key, ()))
+                return tuple(
+                    (tp, self.partitions[tp].leader_epoch) for tp in followed if tp in self.partitions
+                )
+
             ctx.spawn(
                 name,
-                lambda: ReplicaFetcherActor(fetcher_id=key[1], source_broker_id=leader, config=self.config),
+                lambda: ReplicaFetcherActor(
+                    fetcher_id=key[1],
+                    source_broker_id=leader,
+                    config=self.config,
+                    initial_partitions=initial_partitions,
+                ),
                 supervision=SupervisorStrategy.restart(),
             )
         members.add(tp)

@@ -24,12 +24,15 @@ chain of steps with **at most one request to the leader in flight**:
 4. Nothing to do: wait for a partition to be added or a delay to end.
 
 The broker owns the fetcher's lifecycle: it adds and removes partitions and stops a fetcher that
-has none left (Kafka's ``shutdownIdleFetcherThreads``). Only answers for partitions still present,
-at the epoch (and, for fetches, the fetch offset) the request was built with, are applied;
-everything else is stale and dropped. That holds for the local partition's answers too: a
-LeaderAndIsr can move the partition to a newer epoch while the fetcher's request for the older one
-is on its way, and the partition's refusal (FENCED_LEADER_EPOCH) describes the old request, not the
-partition the broker has just re-added. A request that fails at the transport level delays every
+has none left (Kafka's ``shutdownIdleFetcherThreads``); a fetcher restarted by its supervisor asks
+the broker's list (``initial_partitions``) and truncates each partition again before fetching.
+
+Only answers for partitions still present, at the epoch (and, for fetches, the fetch offset) the
+request was built with, are applied; everything else is stale and dropped. That holds for the
+local partition's answers too: a LeaderAndIsr can move the partition to a newer epoch while the
+fetcher's request for the older one is on its way, and the partition's refusal
+(FENCED_LEADER_EPOCH) describes the old request, not the partition the broker has just re-added.
+A request that fails at the transport level delays every
 partition in it by ``replica.fetch.backoff.ms``.
 """
 
@@ -37,6 +40,7 @@ from __future__ import annotations
 
 import enum
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
 
@@ -183,7 +187,15 @@ class _Round(enum.Enum):
 
 
 class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
-    def __init__(self, *, fetcher_id: int, source_broker_id: int, config: BrokerConfig) -> None:
+    def __init__(
+        self,
+        *,
+        fetcher_id: int,
+        source_broker_id: int,
+        config: BrokerConfig,
+        initial_partitions: Callable[[], tuple[tuple[TopicPartition, int], ...]] | None = None,
+    ) -> None:
+        self._initial_partitions = initial_partitions
         self.fetcher_id = fetcher_id
         self.source_broker_id = source_broker_id
         self.config = config
@@ -207,6 +219,13 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         self._wake_armed_for: int | None = None
 
     # ----------------------------------------------------------------------------- dispatch
+
+    def on_start(self, ctx: Context[ReplicaFetcherMessage]) -> None:
+        # The broker's list of what this fetcher follows, at which epochs: after a supervisor
+        # restart (which loses every fetch state) the partitions start over with truncation.
+        partitions = self._initial_partitions() if self._initial_partitions is not None else ()
+        if partitions:
+            self._on_add_partitions(ctx, AddPartitions(partitions))
 
     def receive(self, ctx: Context[ReplicaFetcherMessage], message: ReplicaFetcherMessage) -> None:
         match message:

@@ -14,8 +14,12 @@ import pytest
 
 from actors.errors import ErrorCode
 from actors.partition_state import Role
-from actors.protocol import LeaderAndIsrPartitionState
-from actors.types import TopicPartition
+from actors.protocol import (
+    LeaderAndIsrPartitionState,
+    OffsetForLeaderEpochResult,
+    OffsetsForLeaderEpochResponse,
+)
+from actors.types import TopicPartition, fetcher_name
 from tests.support.cluster import InProcessCluster, batch
 
 pytestmark = pytest.mark.asyncio
@@ -271,5 +275,43 @@ async def test_fetch_and_offsets_for_leader_epoch_are_fenced_through_the_broker(
         if expected is ErrorCode.NONE:
             assert fetched.partitions[0].records != b""
             assert (epochs.partitions[0].leader_epoch, epochs.partitions[0].end_offset) == (2, 1)
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+# -------------------------------------------------------------------- fetcher supervision
+
+
+async def test_a_restarted_replica_fetcher_resumes_the_partitions_the_broker_gave_it() -> None:
+    """Supervision (ARCHITECTURE.md: a restarted actor rebuilds its state in ``on_start``): the
+    leader answers an OffsetsForLeaderEpoch with a partition that was not asked about, which the
+    fetcher treats as an illegal state (Kafka's IllegalStateException) and crashes on. Its
+    supervisor restarts it; it must pick up the partitions the broker handed it, truncate again
+    and replicate, so an acks=all write still completes with the follower in the ISR."""
+    cluster = await brokers(1, 2)
+    try:
+        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2])
+        await cluster.complete(cluster.produce(1, TP, batch(b"a")))
+        assert cluster.log(2, TP).log_end_offset == 1
+
+        def answer_with_a_ghost(reply: object) -> object:
+            if not isinstance(reply, OffsetsForLeaderEpochResponse):
+                return reply
+            cluster.network.rewrite_replies = None  # once
+            ghost = OffsetForLeaderEpochResult(topic="ghost", partition=0, error_code=ErrorCode.NONE)
+            return OffsetsForLeaderEpochResponse(partitions=(*reply.partitions, ghost))
+
+        cluster.network.rewrite_replies = answer_with_a_ghost
+        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=1)
+        await cluster.advance(1_000)  # the supervisor's restart back-off
+        node = cluster.brokers[2].node
+        assert node is not None
+        [fetcher] = [a for a in node.system.statistics().actors if a.name == fetcher_name(0, 1)]
+        assert fetcher.restarts_total == 1
+
+        response = await cluster.complete(cluster.produce(1, TP, batch(b"b")), within_ms=5_000)
+        assert response.partitions[0].error_code is ErrorCode.NONE
+        assert cluster.log(2, TP).log_end_offset == 2
+        assert cluster.partition(1, TP).state.isr == {1, 2}
     finally:
         await cluster.__aexit__(None, None, None)

@@ -74,17 +74,21 @@ def values_of(records: bytes) -> list[tuple[int, bytes | None]]:
 
 class FaultyNetwork(MemoryNetwork):
     """The memory network, plus lost replies: a reply ``drop_replies_when`` picks never arrives
-    (the asker sees the peer as unavailable), though the request was handled."""
+    (the asker sees the peer as unavailable), though the request was handled; and a misbehaving
+    peer: ``rewrite_replies`` may replace a reply on its way back."""
 
     def __init__(self, *, codec: Any, activity: Activity) -> None:
         super().__init__(codec=codec, activity=activity)
         self.drop_replies_when: Callable[[object], bool] | None = None
         self.dropped_replies: list[object] = []
+        self.rewrite_replies: Callable[[object], object] | None = None
 
     def transfer_reply(self, reply: object) -> object:
         if self.drop_replies_when is not None and self.drop_replies_when(reply):
             self.dropped_replies.append(reply)
             raise PeerUnavailableError("?", "reply lost in the network")
+        if self.rewrite_replies is not None:
+            reply = self.rewrite_replies(reply)
         return super().transfer_reply(reply)
 
 
