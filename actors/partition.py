@@ -19,14 +19,15 @@ Leader:
   (§3.3), may start an ISR expansion (§4, using the HW before this fetch's increment) and may move the
   HW (§5.1) — in that order, as Kafka 2.4 does.
 * ISR changes are conditional ZooKeeper writes on the cached zkVersion, performed outside the actor
-  (``pipe_to_self``). While one is in flight no other starts, and the HW is computed over the maximal
-  ISR. BADVERSION is checked by re-reading the znode (a retried write that landed counts as success);
-  any other outcome is a failed update (counted) and the committed ISR stays as it was.
+  (``pipe_to_self``, the I/O in ``partition_state_store.py``). While one is in flight no other
+  starts, and the HW is computed over the maximal ISR. BADVERSION is checked by re-reading the znode
+  (a retried write that landed counts as success); any other outcome is a failed update (counted)
+  and the committed ISR stays as it was.
 * Whenever the HW moves, waiting acks=-1 produces complete; whenever data or the HW changes and the
   broker asked (``NotifyOnChange``), the broker gets one ``PartitionChanged`` to re-check parked
   fetches.
 
-Follower:
+Follower (the handlers live in ``partition_follower.py``):
 * The fetcher asks for the log's latest epoch (``GetFollowerLogState``), reports the leader's
   OffsetsForLeaderEpoch answer (``TruncateOnLeaderEpoch``, decided by ``truncation.py``), and appends
   fetched batches byte for byte (``AppendAsFollower``), after which the follower HW becomes
@@ -35,6 +36,8 @@ Follower:
   FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER, so a fetcher can never apply data across a
   leadership change.
 
+Statistics: ``partition_statistics.py``.
+
 What this actor deliberately does not do: choose leaders (the controller), fence LeaderAndIsr
 epochs (the broker does, before telling the partition), park fetches spanning partitions (the broker).
 """
@@ -42,11 +45,11 @@ epochs (the broker does, before telling the partition), park fetches spanning pa
 from __future__ import annotations
 
 import itertools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeAlias, assert_never
 
-from actors import zk_data
+from actors import partition_follower as follower
 from actors.config import BrokerConfig
 from actors.errors import ErrorCode
 from actors.partition_messages import (
@@ -55,8 +58,6 @@ from actors.partition_messages import (
     BecomeFollower,
     BecomeLeader,
     FetchOffsetForTimestamp,
-    FollowerAppendResult,
-    FollowerLogState,
     GetFollowerLogState,
     IsrChangeRecorded,
     LastOffsetForLeaderEpoch,
@@ -71,9 +72,10 @@ from actors.partition_messages import (
     TruncateFullyAndStartAt,
     TruncateOnLeaderEpoch,
     TruncateTo,
-    TruncationResult,
 )
-from actors.partition_state import LeaderAndIsr, PartitionState, Role
+from actors.partition_state import LeaderAndIsr, PartitionState
+from actors.partition_state_store import conditional_isr_write
+from actors.partition_statistics import PartitionCounters, PartitionStatistics
 from actors.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -83,20 +85,17 @@ from actors.protocol import (
     OffsetForLeaderEpochResult,
 )
 from actors.purgatory import DelayedProduce, ProducePurgatory
-from actors.truncation import decide_truncation
 from actors.types import TopicPartition
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator
-from runtime.coordination.errors import BadVersionError, NoNodeError
 from runtime.errors import StorageError
 from runtime.logging import state_change
 from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
-from runtime.storage.errors import CorruptRecordError, OffsetOutOfRangeError, UnexpectedAppendOffsetError
-from runtime.storage.log import FlushJob, Log, LogAppendInfo
+from runtime.storage.errors import OffsetOutOfRangeError
+from runtime.storage.log import FlushJob, Log
 from runtime.storage.log_manager import LogManager
-from runtime.storage.records import iterate_batches
 
 __all__ = ["PartitionActor", "PartitionMessage", "PartitionStatistics"]
 
@@ -124,66 +123,6 @@ class _FlushDone:
 
 
 PartitionMessage: TypeAlias = PartitionCommand | _IsrWriteDone | _ProduceExpired | _FlushDone
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionStatistics:
-    tp: TopicPartition
-    role: Role
-    leader_id: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    assigned_replicas: tuple[int, ...]
-    min_insync_replicas: int
-    log_start_offset: int
-    log_end_offset: int
-    high_watermark: int
-    size_bytes: int
-    segment_count: int
-    isr_change_in_flight: bool
-    delayed_produces: int
-    isr_shrinks_total: int
-    isr_expands_total: int
-    failed_isr_updates_total: int
-    bytes_in_total: int
-    messages_in_total: int
-    bytes_out_total: int
-    replication_bytes_in_total: int
-    replication_bytes_out_total: int
-    produce_requests_total: int
-    failed_produce_requests_total: int
-    fetch_requests_total: int
-    failed_fetch_requests_total: int
-    delayed_produce_expires_total: int
-
-    @property
-    def under_replicated(self) -> bool:
-        return self.role is Role.LEADER and len(self.isr) < len(self.assigned_replicas)
-
-    @property
-    def under_min_isr(self) -> bool:
-        return self.role is Role.LEADER and len(self.isr) < self.min_insync_replicas
-
-    @property
-    def at_min_isr(self) -> bool:
-        return self.role is Role.LEADER and len(self.isr) == self.min_insync_replicas
-
-
-@dataclass(slots=True)
-class _Counters:
-    isr_shrinks_total: int = 0
-    isr_expands_total: int = 0
-    failed_isr_updates_total: int = 0
-    bytes_in_total: int = 0
-    messages_in_total: int = 0
-    bytes_out_total: int = 0
-    replication_bytes_in_total: int = 0
-    replication_bytes_out_total: int = 0
-    produce_requests_total: int = 0
-    failed_produce_requests_total: int = 0
-    fetch_requests_total: int = 0
-    failed_fetch_requests_total: int = 0
-    delayed_produce_expires_total: int = 0
 
 
 def _error_code_of(error: StorageError) -> ErrorCode:
@@ -215,7 +154,7 @@ class PartitionActor(Actor[PartitionMessage]):
         self.policy = config.topic_policy()
         self.log: Log | None = log_manager.get_log(tp)
         self.purgatory = ProducePurgatory()
-        self.counters = _Counters()
+        self.counters = PartitionCounters()
         self._produce_ids = itertools.count(1)
         self._notify_broker_on_change = False
         self._flush_in_flight = False
@@ -244,13 +183,17 @@ class PartitionActor(Actor[PartitionMessage]):
             case FetchOffsetForTimestamp():
                 self._on_fetch_offset_for_timestamp(ctx, message)
             case GetFollowerLogState():
-                self._on_get_follower_log_state(ctx, message)
+                ctx.reply(follower.log_state(self.state, self.log, message))
             case TruncateOnLeaderEpoch():
-                self._on_truncate_on_leader_epoch(ctx, message)
+                ctx.reply(
+                    follower.truncate_on_leader_epoch(ctx, self.state, self.log, self.log_manager, message)
+                )
             case TruncateTo():
-                self._on_truncate_to(ctx, message)
+                ctx.reply(follower.truncate_to(ctx, self.state, self.log, self.log_manager, message))
             case TruncateFullyAndStartAt():
-                self._on_truncate_fully_and_start_at(ctx, message)
+                ctx.reply(
+                    follower.truncate_fully_and_start_at(ctx, self.state, self.log, self.log_manager, message)
+                )
             case AppendAsFollower():
                 self._on_append_as_follower(ctx, message)
             case _IsrWriteDone():
@@ -633,146 +576,12 @@ class PartitionActor(Actor[PartitionMessage]):
 
     # -------------------------------------------------------------------------- follower side
 
-    def _follower_check(self, leader_epoch: int) -> ErrorCode:
-        if self.state.role is not Role.FOLLOWER or self.log is None:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
-        if leader_epoch < self.state.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
-        if leader_epoch > self.state.leader_epoch:
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
-        return ErrorCode.NONE
-
-    def _on_get_follower_log_state(
-        self, ctx: Context[PartitionMessage], message: GetFollowerLogState
-    ) -> None:
-        error = self._follower_check(message.leader_epoch)
-        log = self.log
-        if error is not ErrorCode.NONE or log is None:
-            ctx.reply(FollowerLogState(error))
-            return
-        ctx.reply(
-            FollowerLogState(
-                ErrorCode.NONE,
-                latest_epoch=log.leader_epoch_cache.latest_epoch,
-                log_end_offset=log.log_end_offset,
-                log_start_offset=log.log_start_offset,
-                high_watermark=log.high_watermark,
-            )
-        )
-
-    def _on_truncate_on_leader_epoch(
-        self, ctx: Context[PartitionMessage], message: TruncateOnLeaderEpoch
-    ) -> None:
-        error = self._follower_check(message.leader_epoch)
-        log = self.log
-        if error is not ErrorCode.NONE or log is None:
-            ctx.reply(TruncationResult(error))
-            return
-        decision = decide_truncation(
-            leader_epoch_answer=message.leader_epoch_answer,
-            leader_end_offset=message.end_offset,
-            local_end_offset_for_epoch=log.end_offset_for_epoch(message.leader_epoch_answer)
-            if message.leader_epoch_answer >= 0
-            else None,
-            log_end_offset=log.log_end_offset,
-            high_watermark=log.high_watermark,
-        )
-        self._truncate(
-            ctx,
-            decision.offset,
-            cause=f"leader epoch {message.leader_epoch_answer} ends at {message.end_offset}",
-        )
-        ctx.reply(TruncationResult(ErrorCode.NONE, log.log_end_offset, decision.complete, log.log_end_offset))
-
-    def _on_truncate_to(self, ctx: Context[PartitionMessage], message: TruncateTo) -> None:
-        error = self._follower_check(message.leader_epoch)
-        log = self.log
-        if error is not ErrorCode.NONE or log is None:
-            ctx.reply(TruncationResult(error))
-            return
-        self._truncate(ctx, message.offset, cause="fetcher")
-        ctx.reply(TruncationResult(ErrorCode.NONE, log.log_end_offset, True, log.log_end_offset))
-
-    def _on_truncate_fully_and_start_at(
-        self, ctx: Context[PartitionMessage], message: TruncateFullyAndStartAt
-    ) -> None:
-        error = self._follower_check(message.leader_epoch)
-        log = self.log
-        if error is not ErrorCode.NONE or log is None:
-            ctx.reply(TruncationResult(error))
-            return
-        ctx.log.info("%s: truncating fully and restarting at %d", self.tp, message.offset)
-        log.truncate_fully_and_start_at(message.offset, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
-        self.log_manager.checkpoint_recovery_points()
-        ctx.reply(TruncationResult(ErrorCode.NONE, log.log_end_offset, True, log.log_end_offset))
-
-    def _truncate(self, ctx: Context[PartitionMessage], offset: int, *, cause: str) -> None:
-        log = self.log
-        assert log is not None
-        before = log.log_end_offset
-        if self.log_manager.truncate_to(self.tp, offset, now_ms=ctx.now_ms):
-            ctx.log.info("%s: truncated from %d to %d (%s)", self.tp, before, log.log_end_offset, cause)
-
     def _on_append_as_follower(self, ctx: Context[PartitionMessage], message: AppendAsFollower) -> None:
-        error = self._follower_check(message.leader_epoch)
-        log = self.log
-        if error is not ErrorCode.NONE or log is None:
-            ctx.reply(FollowerAppendResult(error))
-            return
-        if message.fetch_offset != log.log_end_offset:
-            ctx.reply(
-                FollowerAppendResult(
-                    ErrorCode.UNKNOWN_SERVER_ERROR,
-                    error_message=f"fetched at {message.fetch_offset} but the log end offset is "
-                    f"{log.log_end_offset}",
-                )
-            )
-            return
-        try:
-            info = self._append_as_follower(ctx, log, message.records)
-        except CorruptRecordError as failure:
-            ctx.reply(FollowerAppendResult(ErrorCode.CORRUPT_MESSAGE, error_message=str(failure)))
-            return
-        except StorageError as failure:
-            ctx.reply(FollowerAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(failure)))
-            return
-        appended = info.valid_bytes if info.first_offset >= 0 else 0
-        self.counters.replication_bytes_in_total += appended
-        if info.flush_up_to_offset is not None:
-            self._request_flush(ctx, info.flush_up_to_offset)
-        # The follower's HW is the leader's, capped by what it has (§5.2), then its log start
-        # offset follows the leader's.
-        log.update_high_watermark(min(message.leader_high_watermark, log.log_end_offset))
-        if message.leader_log_start_offset > log.log_start_offset:
-            log.maybe_increment_log_start_offset(min(message.leader_log_start_offset, log.high_watermark))
-        ctx.reply(
-            FollowerAppendResult(
-                ErrorCode.NONE,
-                log_end_offset=log.log_end_offset,
-                log_start_offset=log.log_start_offset,
-                high_watermark=log.high_watermark,
-                appended_bytes=appended,
-            )
-        )
-
-    def _append_as_follower(self, ctx: Context[PartitionMessage], log: Log, records: bytes) -> LogAppendInfo:
-        try:
-            return log.append_as_follower(records, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
-        except UnexpectedAppendOffsetError:
-            # §7.3: an empty log whose start offset lies inside the leader's first batch (the leader's
-            # log start moved into a batch): restart the log at that batch and append again.
-            first_batch = next(iterate_batches(records), None)
-            first = None if first_batch is None else first_batch.header
-            if (
-                first is None
-                or log.log_end_offset != log.log_start_offset
-                or not first.base_offset < log.log_end_offset <= first.last_offset
-            ):
-                raise
-            log.truncate_fully_and_start_at(
-                first.base_offset, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms
-            )
-            return log.append_as_follower(records, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
+        result, flush_up_to_offset = follower.append_as_follower(ctx, self.state, self.log, message)
+        self.counters.replication_bytes_in_total += result.appended_bytes
+        if flush_up_to_offset is not None:
+            self._request_flush(ctx, flush_up_to_offset)
+        ctx.reply(result)
 
     # ----------------------------------------------------------------------------- ISR changes
 
@@ -798,40 +607,11 @@ class PartitionActor(Actor[PartitionMessage]):
 
     def _write_isr(self, ctx: Context[PartitionMessage], proposal: LeaderAndIsr, *, expanding: bool) -> None:
         """Conditionally write the partition state znode; the outcome comes back as _IsrWriteDone."""
-        path = zk_data.partition_state_path(self.tp.topic, self.tp.partition)
-        data = zk_data.encode_partition_state(
-            zk_data.PartitionState(
-                leader=proposal.leader,
-                leader_epoch=proposal.leader_epoch,
-                isr=proposal.isr,
-                controller_epoch=proposal.controller_epoch,
-            )
-        )
-        coordinator = self.coordinator
-
-        async def write() -> int | None:
-            try:
-                stat = await coordinator.set(path, data, version=proposal.zk_version)
-            except BadVersionError:
-                # Maybe a retried write of ours landed: if the znode says exactly what we wrote,
-                # it is ours (Kafka's checkLeaderAndIsrZkData).
-                raw, stat = await coordinator.get(path)
-                current = zk_data.decode_partition_state(raw, path=path)
-                ours = (
-                    current.leader == proposal.leader
-                    and current.leader_epoch == proposal.leader_epoch
-                    and current.controller_epoch == proposal.controller_epoch
-                    and set(current.isr) == set(proposal.isr)
-                )
-                return stat.version if ours else None
-            except NoNodeError:
-                return None
-            return stat.version
+        operation = conditional_isr_write(self.coordinator, self.tp, proposal)
 
         def failed(error: Exception) -> _IsrWriteDone:
             return _IsrWriteDone(proposal, expanding, None, reason=f"{type(error).__name__}: {error}")
 
-        operation: Callable[[], Awaitable[int | None]] = write
         ctx.pipe_to_self(operation, lambda version: _IsrWriteDone(proposal, expanding, version), failed)
 
     def _on_isr_write_done(self, ctx: Context[PartitionMessage], message: _IsrWriteDone) -> None:
