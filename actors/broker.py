@@ -16,7 +16,9 @@ broker epoch than our registration's is STALE_BROKER_EPOCH. In LeaderAndIsr each
 fenced on its leader epoch (only a higher epoch is applied; an equal or lower one answers
 STALE_CONTROLLER_EPOCH for that partition, as Kafka 2.4 does). Leaders stop being fetched and become
 leader; followers whose leader is alive become followers and are handed to the replica fetcher of
-``(leader, fetcher id)``, created on demand; fetchers left with nothing are stopped.
+``(leader, fetcher id)``, created on demand; fetchers left with nothing are stopped. The per
+partition part lives in ``hosted_partitions.py`` (the hosted partitions and their roles) and
+``fetcher_manager.py`` (the replica fetchers); the request-level fencing stays here.
 
 *Replica manager duties.* ``isr-expiration`` every ``replica.lag.time.max.ms / 2`` ticks the led
 partitions; successful leader ISR writes are recorded in ``isr_change_set`` and propagated by the
@@ -27,6 +29,8 @@ files are captured on the loop and written (fsync) in a worker thread.
 
 *Registration.* A ``BrokerRegistrationActor`` child keeps ``/brokers/ids/<id>`` registered across
 ZooKeeper sessions and reports the broker epoch.
+
+Statistics (and Kafka's BrokerState numbers): ``broker_statistics.py``.
 """
 
 from __future__ import annotations
@@ -40,19 +44,19 @@ from actors import zk_data
 from actors.broker_requests import (
     PendingRequest,
     assemble_fetch_response,
+    assemble_list_offsets_response,
+    assemble_offsets_for_leader_epoch_response,
     assemble_produce_response,
     decide_fetch,
 )
+from actors.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
 from actors.config import BrokerConfig, TopicPolicy
 from actors.errors import ErrorCode
-from actors.fetcher_id import fetcher_id
+from actors.hosted_partitions import HostedPartitions
 from actors.isr_propagation import ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS, IsrChangePropagation
 from actors.metadata_cache import MetadataCache
-from actors.partition import PartitionActor
 from actors.partition_messages import (
     AppendRecords,
-    BecomeFollower,
-    BecomeLeader,
     FetchOffsetForTimestamp,
     IsrChangeRecorded,
     LastOffsetForLeaderEpoch,
@@ -61,21 +65,17 @@ from actors.partition_messages import (
     PartitionChanged,
     PartitionReadResult,
     ReadRecords,
-    StopReplica,
 )
 from actors.protocol import (
     FetchPartitionResponse,
     FetchRequest,
-    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
-    ListOffsetsResponse,
     MetadataRequest,
     OffsetForLeaderEpochResult,
     OffsetsForLeaderEpochRequest,
-    OffsetsForLeaderEpochResponse,
     PartitionError,
     ProducePartitionResponse,
     ProduceRequest,
@@ -91,16 +91,14 @@ from actors.registration import (
     SessionLost,
     SessionSuspended,
 )
-from actors.replica_fetcher import AddPartitions, RemovePartitions, ReplicaFetcherActor
-from actors.types import BrokerId, TopicPartition, broker_node, fetcher_name, partition_name
+from actors.types import TopicPartition, broker_node
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator, CreateResult
-from runtime.histogram import Histogram, HistogramSnapshot
+from runtime.histogram import Histogram
 from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
 from runtime.storage.log_manager import LogManager
-from runtime.supervision import SupervisorStrategy
 from runtime.transport.addresses import AddressBook
 
 __all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
@@ -109,16 +107,6 @@ BROKER_ACTOR_NAME = "broker"
 REGISTRATION_ACTOR_NAME = "broker-registration"
 # Kafka's LogManager starts its periodic tasks after this delay.
 _INITIAL_TASK_DELAY_MS = 30_000
-
-
-class BrokerState:
-    """Kafka's BrokerState numbers (the ``kafka_server_kafkaserver_brokerstate`` gauge)."""
-
-    NOT_RUNNING = 0
-    STARTING = 1
-    RUNNING = 3
-    PENDING_CONTROLLED_SHUTDOWN = 6
-    SHUTTING_DOWN = 7
 
 
 # ------------------------------------------------------------------------------ private messages
@@ -193,39 +181,6 @@ BrokerMessage: TypeAlias = (
 )
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BrokerStatistics:
-    broker_id: int
-    broker_state: int
-    broker_epoch: int
-    registered: bool
-    controller_epoch: int
-    controller_id: int
-    live_brokers: tuple[int, ...]
-    hosted_partitions: int
-    fetchers: int
-    parked_fetches: int
-    pending_requests: int
-    propagation_outcomes: dict[str, int]
-    pending_isr_changes: int
-    propagation_delay: HistogramSnapshot
-    request_durations: dict[str, HistogramSnapshot]
-    requests_total: dict[str, int]
-    request_errors_total: dict[tuple[str, str], int]
-    zookeeper_expires_total: int
-    zookeeper_disconnects_total: int
-
-
-@dataclass(slots=True)
-class _HostedPartition:
-    ref: ActorRef
-    leader_epoch: int
-    leader: BrokerId
-    fetcher: tuple[BrokerId, int] | None = None
-    # The last role applied: a restarted partition actor starts from it.
-    role: BecomeLeader | BecomeFollower | None = None
-
-
 class BrokerActor(Actor[BrokerMessage]):
     def __init__(
         self,
@@ -243,10 +198,14 @@ class BrokerActor(Actor[BrokerMessage]):
         self.coordinator = coordinator
         self.registration = registration
         self.address_book = address_book
-        self._topic_config = topic_config
         self.metadata = MetadataCache()
-        self.partitions: dict[TopicPartition, _HostedPartition] = {}
-        self.fetchers: dict[tuple[BrokerId, int], set[TopicPartition]] = {}
+        self.hosted = HostedPartitions(
+            config=config,
+            log_manager=log_manager,
+            coordinator=coordinator,
+            metadata=self.metadata,
+            topic_config=topic_config,
+        )
         self.pending: dict[int, PendingRequest] = {}
         # Parked fetches by partition they watch.
         self.watchers: dict[TopicPartition, set[int]] = {}
@@ -258,9 +217,7 @@ class BrokerActor(Actor[BrokerMessage]):
         self.hw_checkpoint_started = False
         self._request_ids = itertools.count(1)
         self._checkpoints_in_flight: set[str] = set()
-        self.request_durations: dict[str, Histogram] = {}
-        self.requests_total: dict[str, int] = {}
-        self.request_errors_total: dict[tuple[str, str], int] = {}
+        self.request_metrics = RequestMetrics()
         self.zookeeper_expires_total = 0
         self.zookeeper_disconnects_total = 0
 
@@ -362,19 +319,13 @@ class BrokerActor(Actor[BrokerMessage]):
     # ---------------------------------------------------------------------- request plumbing
 
     def _count_request(self, ctx: Context[BrokerMessage], kind: str, started_ns: int) -> None:
-        self.requests_total[kind] = self.requests_total.get(kind, 0) + 1
-        histogram = self.request_durations.get(kind)
-        if histogram is None:
-            histogram = self.request_durations[kind] = Histogram()
-        histogram.observe((ctx.now_ns - started_ns) / 1e9)
+        self.request_metrics.count_request(kind, ctx.now_ns - started_ns)
 
     def _count_error(self, kind: str, error: ErrorCode) -> None:
-        key = (kind, error.name)
-        self.request_errors_total[key] = self.request_errors_total.get(key, 0) + 1
+        self.request_metrics.count_error(kind, error)
 
     def _partition_ref(self, tp: TopicPartition) -> ActorRef | None:
-        hosted = self.partitions.get(tp)
-        return hosted.ref if hosted is not None else None
+        return self.hosted.ref(tp)
 
     def _missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
         return (
@@ -584,17 +535,7 @@ class BrokerActor(Actor[BrokerMessage]):
     def _finish_offsets_for_leader_epoch(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
         request = pending.request
         assert isinstance(request, OffsetsForLeaderEpochRequest)
-        results: list[OffsetForLeaderEpochResult] = []
-        for wanted in request.partitions:
-            result = pending.results.get(wanted.tp)
-            if not isinstance(result, OffsetForLeaderEpochResult):
-                result = OffsetForLeaderEpochResult(
-                    topic=wanted.topic,
-                    partition=wanted.partition,
-                    error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                )
-            results.append(result)
-        self._reply(ctx, pending, OffsetsForLeaderEpochResponse(partitions=tuple(results)))
+        self._reply(ctx, pending, assemble_offsets_for_leader_epoch_response(request, pending.results))
 
     def _on_list_offsets(self, ctx: Context[BrokerMessage], request: ListOffsetsRequest) -> None:
         pending = self._new_pending(ctx, "ListOffsets", request)
@@ -616,17 +557,7 @@ class BrokerActor(Actor[BrokerMessage]):
     def _finish_list_offsets(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
         request = pending.request
         assert isinstance(request, ListOffsetsRequest)
-        results: list[ListOffsetsPartitionResponse] = []
-        for wanted in request.partitions:
-            result = pending.results.get(wanted.tp)
-            if not isinstance(result, ListOffsetsPartitionResponse):
-                result = ListOffsetsPartitionResponse(
-                    topic=wanted.topic,
-                    partition=wanted.partition,
-                    error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER,
-                )
-            results.append(result)
-        self._reply(ctx, pending, ListOffsetsResponse(partitions=tuple(results)))
+        self._reply(ctx, pending, assemble_list_offsets_response(request, pending.results))
 
     # -------------------------------------------------------------------- controller requests
 
@@ -657,11 +588,11 @@ class BrokerActor(Actor[BrokerMessage]):
             PartitionError(
                 topic=state.topic,
                 partition=state.partition,
-                error_code=self._apply_partition_state(ctx, state),
+                error_code=self.hosted.apply(ctx, state),
             )
             for state in request.partition_states
         ]
-        self._stop_idle_fetchers(ctx)
+        self.hosted.stop_idle_fetchers(ctx)
         if not self.hw_checkpoint_started:
             self.hw_checkpoint_started = True
             ctx.start_periodic_timer(
@@ -671,132 +602,6 @@ class BrokerActor(Actor[BrokerMessage]):
             )
         ctx.reply(LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
         self._count_request(ctx, "LeaderAndIsr", started)
-
-    def _apply_partition_state(
-        self, ctx: Context[BrokerMessage], state: LeaderAndIsrPartitionState
-    ) -> ErrorCode:
-        tp = state.tp
-        hosted = self.partitions.get(tp)
-        local_epoch = hosted.leader_epoch if hosted is not None else -1
-        if state.leader_epoch <= local_epoch:
-            ctx.log.info(
-                "%s: ignoring LeaderAndIsr with leader epoch %d (local %d)",
-                tp,
-                state.leader_epoch,
-                local_epoch,
-            )
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        if self.broker_id not in state.replicas:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        policy, log_config = self._topic_settings(tp.topic)
-        if state.leader == self.broker_id:
-            hosted = self._host(ctx, tp, state, BecomeLeader(state, policy, log_config))
-            self._remove_from_fetcher(ctx, tp, hosted)
-            return ErrorCode.NONE
-        if not self.metadata.is_alive(state.leader):
-            # Kafka's makeFollowers: a follower of a dead leader is not made follower yet; a later
-            # LeaderAndIsr (with a live leader) will.
-            ctx.log.info("%s: leader %d is not alive; not becoming its follower", tp, state.leader)
-            return ErrorCode.NONE
-        hosted = self._host(ctx, tp, state, BecomeFollower(state, policy, log_config))
-        self._remove_from_fetcher(ctx, tp, hosted)
-        self._add_to_fetcher(ctx, tp, hosted, state.leader, state.leader_epoch)
-        return ErrorCode.NONE
-
-    def _host(
-        self,
-        ctx: Context[BrokerMessage],
-        tp: TopicPartition,
-        state: LeaderAndIsrPartitionState,
-        role: BecomeLeader | BecomeFollower,
-    ) -> _HostedPartition:
-        """Record the partition's new role and hand it over: a new (or restarted) partition actor
-        reads it at start; a running one is told."""
-        hosted = self.partitions.get(tp)
-        if hosted is None:
-            broker = ctx.self_ref
-
-            def initial_role() -> BecomeLeader | BecomeFollower | None:
-                current = self.partitions.get(tp)
-                return current.role if current is not None else None
-
-            ref = ctx.spawn(
-                partition_name(tp),
-                lambda: PartitionActor(
-                    tp=tp,
-                    config=self.config,
-                    log_manager=self.log_manager,
-                    coordinator=self.coordinator,
-                    broker=broker,
-                    initial_role=initial_role,
-                ),
-                supervision=SupervisorStrategy.restart(),
-            )
-            hosted = _HostedPartition(ref, state.leader_epoch, state.leader, role=role)
-            self.partitions[tp] = hosted
-        else:
-            hosted.role = role
-            ctx.tell(hosted.ref, role)
-        hosted.leader_epoch = state.leader_epoch
-        hosted.leader = state.leader
-        return hosted
-
-    def _topic_settings(self, topic: str) -> tuple[TopicPolicy, LogConfig]:
-        if self._topic_config is not None:
-            return self._topic_config(topic)
-        return self.config.topic_policy(), self.log_manager.config_for(topic)
-
-    def _add_to_fetcher(
-        self,
-        ctx: Context[BrokerMessage],
-        tp: TopicPartition,
-        hosted: _HostedPartition,
-        leader: BrokerId,
-        epoch: int,
-    ) -> None:
-        key = (leader, fetcher_id(tp.topic, tp.partition, self.config.num_replica_fetchers))
-        members = self.fetchers.get(key)
-        name = fetcher_name(key[1], leader)
-        if members is None:
-            members = self.fetchers[key] = set()
-
-            def initial_partitions() -> tuple[tuple[TopicPartition, int], ...]:
-                # What a (re)started fetcher follows: the broker's list, at the current epochs.
-                followed = sorted(self.fetchers.get(key, ()))
-                return tuple(
-                    (tp, self.partitions[tp].leader_epoch) for tp in followed if tp in self.partitions
-                )
-
-            ctx.spawn(
-                name,
-                lambda: ReplicaFetcherActor(
-                    fetcher_id=key[1],
-                    source_broker_id=leader,
-                    config=self.config,
-                    initial_partitions=initial_partitions,
-                ),
-                supervision=SupervisorStrategy.restart(),
-            )
-        members.add(tp)
-        hosted.fetcher = key
-        ctx.tell(ctx.self_ref.sibling(name), AddPartitions(((tp, epoch),)))
-
-    def _remove_from_fetcher(
-        self, ctx: Context[BrokerMessage], tp: TopicPartition, hosted: _HostedPartition
-    ) -> None:
-        key = hosted.fetcher
-        if key is None:
-            return
-        hosted.fetcher = None
-        members = self.fetchers.get(key)
-        if members is not None:
-            members.discard(tp)
-        ctx.tell(ctx.self_ref.sibling(fetcher_name(key[1], key[0])), RemovePartitions((tp,)))
-
-    def _stop_idle_fetchers(self, ctx: Context[BrokerMessage]) -> None:
-        for key in [k for k, members in self.fetchers.items() if not members]:
-            del self.fetchers[key]
-            ctx.stop(ctx.self_ref.sibling(fetcher_name(key[1], key[0])))
 
     def _on_update_metadata(self, ctx: Context[BrokerMessage], request: UpdateMetadataRequest) -> None:
         started = ctx.now_ns
@@ -823,14 +628,8 @@ class BrokerActor(Actor[BrokerMessage]):
             return
         self.controller_epoch = request.controller_epoch
         for tp in request.partitions:
-            hosted = self.partitions.pop(tp, None)
-            if hosted is None:
-                if request.delete_partitions:
-                    self.log_manager.delete_log(tp)
-                continue
-            self._remove_from_fetcher(ctx, tp, hosted)
-            ctx.tell(hosted.ref, StopReplica(request.delete_partitions))
-        self._stop_idle_fetchers(ctx)
+            self.hosted.stop(ctx, tp, delete=request.delete_partitions)
+        self.hosted.stop_idle_fetchers(ctx)
         ctx.reply(
             StopReplicaResponse(
                 error_code=ErrorCode.NONE,
@@ -859,9 +658,8 @@ class BrokerActor(Actor[BrokerMessage]):
     # ---------------------------------------------------------------------- replica manager
 
     def _on_isr_expiration_tick(self, ctx: Context[BrokerMessage]) -> None:
-        for hosted in self.partitions.values():
-            if hosted.leader == self.broker_id:
-                ctx.tell(hosted.ref, MaybeShrinkIsr())
+        for ref in self.hosted.led():
+            ctx.tell(ref, MaybeShrinkIsr())
 
     def _on_propagation_tick(self, ctx: Context[BrokerMessage]) -> None:
         propagation = self.propagation
@@ -912,6 +710,7 @@ class BrokerActor(Actor[BrokerMessage]):
 
     def statistics(self) -> BrokerStatistics:
         propagation = self.propagation
+        metrics = self.request_metrics
         return BrokerStatistics(
             broker_id=self.broker_id,
             broker_state=self.state,
@@ -920,16 +719,16 @@ class BrokerActor(Actor[BrokerMessage]):
             controller_epoch=self.controller_epoch,
             controller_id=self.metadata.controller_id,
             live_brokers=tuple(sorted(self.metadata.live_brokers)),
-            hosted_partitions=len(self.partitions),
-            fetchers=len(self.fetchers),
+            hosted_partitions=len(self.hosted),
+            fetchers=len(self.hosted.fetcher_manager),
             parked_fetches=sum(1 for p in self.pending.values() if p.parked),
             pending_requests=len(self.pending),
             propagation_outcomes={o.value: n for o, n in propagation.outcomes.items()} if propagation else {},
             pending_isr_changes=propagation.pending if propagation else 0,
             propagation_delay=propagation.delay_seconds.snapshot() if propagation else Histogram().snapshot(),
-            request_durations={kind: h.snapshot() for kind, h in self.request_durations.items()},
-            requests_total=dict(self.requests_total),
-            request_errors_total=dict(self.request_errors_total),
+            request_durations={kind: h.snapshot() for kind, h in metrics.request_durations.items()},
+            requests_total=dict(metrics.requests_total),
+            request_errors_total=dict(metrics.request_errors_total),
             zookeeper_expires_total=self.zookeeper_expires_total,
             zookeeper_disconnects_total=self.zookeeper_disconnects_total,
         )

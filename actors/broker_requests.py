@@ -1,7 +1,8 @@
 """The broker's bookkeeping for requests it splits across partitions, and their responses.
 
 A Kafka request names many partitions; the broker asks each partition actor and gathers the
-answers (``PendingRequest``), then assembles the response in the request's partition order. Fetches
+answers (``PendingRequest``), then assembles the response in the request's partition order
+(``assemble_*``: Produce, Fetch, OffsetsForLeaderEpoch, ListOffsets). Fetches
 may be parked until data arrives (``FetchDecision``). Pure data and functions; the broker actor
 owns the timers and the replies.
 """
@@ -16,6 +17,12 @@ from actors.protocol import (
     FetchPartitionResponse,
     FetchRequest,
     FetchResponse,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    OffsetForLeaderEpochResult,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
     ProducePartitionResponse,
     ProduceRequest,
     ProduceResponse,
@@ -27,6 +34,8 @@ __all__ = [
     "FetchDecision",
     "PendingRequest",
     "assemble_fetch_response",
+    "assemble_list_offsets_response",
+    "assemble_offsets_for_leader_epoch_response",
     "assemble_produce_response",
     "decide_fetch",
 ]
@@ -144,3 +153,33 @@ def assemble_fetch_response(request: FetchRequest, results: dict[TopicPartition,
             remaining = max(remaining - size, 0)
         partitions.append(response)
     return FetchResponse(error_code=ErrorCode.NONE, partitions=tuple(partitions))
+
+
+def assemble_offsets_for_leader_epoch_response(
+    request: OffsetsForLeaderEpochRequest, results: dict[TopicPartition, object]
+) -> OffsetsForLeaderEpochResponse:
+    """In request order; a partition that never answered is NOT_LEADER_OR_FOLLOWER."""
+    answers: list[OffsetForLeaderEpochResult] = []
+    for wanted in request.partitions:
+        result = results.get(wanted.tp)
+        if not isinstance(result, OffsetForLeaderEpochResult):
+            result = OffsetForLeaderEpochResult(
+                topic=wanted.topic, partition=wanted.partition, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        answers.append(result)
+    return OffsetsForLeaderEpochResponse(partitions=tuple(answers))
+
+
+def assemble_list_offsets_response(
+    request: ListOffsetsRequest, results: dict[TopicPartition, object]
+) -> ListOffsetsResponse:
+    """In request order; a partition that never answered is NOT_LEADER_OR_FOLLOWER."""
+    answers: list[ListOffsetsPartitionResponse] = []
+    for wanted in request.partitions:
+        result = results.get(wanted.tp)
+        if not isinstance(result, ListOffsetsPartitionResponse):
+            result = ListOffsetsPartitionResponse(
+                topic=wanted.topic, partition=wanted.partition, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+        answers.append(result)
+    return ListOffsetsResponse(partitions=tuple(answers))
