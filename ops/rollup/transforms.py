@@ -74,6 +74,7 @@ __all__ = [
     "partition_windows",
     "prepare_samples",
     "select_snapshot",
+    "union_all",
 ]
 
 SERIES = ("broker", "metric", "label_key")
