@@ -28,6 +28,7 @@ from actors.broker import BrokerActor
 from actors.replica_fetcher import FetchPhase, ReplicaFetcherActor
 from ops.broker_metrics import broker_metric_families, collect_node
 from ops.config import BrokerSettings, ConfigError, load_broker_settings
+from ops.json_api import json_api_routes
 from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
 from runtime.clock import LoopClock
 from runtime.coordination.zk import ZkCoordinator
@@ -99,7 +100,16 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
     server = HttpServer(
         settings.listener.host,
         settings.listener.port,
-        routes=[*transport.routes(), metrics.route(), *health_routes(lambda: current)],
+        routes=[
+            *transport.routes(),
+            metrics.route(),
+            *health_routes(lambda: current),
+            *json_api_routes(
+                lambda: current,
+                secret=settings.internal_auth_secret,
+                max_body_bytes=settings.socket_request_max_bytes,
+            ),
+        ],
         max_body_bytes=settings.socket_request_max_bytes,
     )
     await server.start()
