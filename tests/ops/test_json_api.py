@@ -1,0 +1,684 @@
+"""The JSON API over real HTTP on loopback, in front of an in-process three-broker cluster.
+
+The API is served by broker 1's node (as ``ops/broker_main.py`` serves it) through the runtime's
+``HttpServer``; the brokers run on virtual time over the memory network. Every answer in this module
+is checked against the OpenAPI document: a test middleware tags each response with the route that
+served it, and ``Api.call`` validates the body against the documented schema for that route, method
+and status (an undocumented status fails). Waits are replies and ``cluster.complete`` (virtual time).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+import jsonschema  # type: ignore[import-untyped]  # jsonschema ships no type stubs
+import orjson
+import pytest
+import pytest_asyncio
+from aiohttp import web
+from openapi_spec_validator import validate as validate_openapi
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+
+from actors.errors import ErrorCode
+from actors.partitioner import keyed_partition
+from actors.protocol import LeaderAndIsrPartitionState
+from actors.types import TopicPartition
+from ops.json_api import JsonApi, json_api_routes
+from ops.json_api_schema import openapi_document
+from ops.wiring import BrokerNode
+from runtime.transport.http import HttpServer
+from tests.support.cluster import InProcessCluster
+
+pytestmark = pytest.mark.asyncio
+
+SECRET = "json-api-test-secret"
+AUTH = {"Authorization": f"Bearer {SECRET}"}
+BODY_LIMIT = 64 * 1024
+RECORD_CAP = 200
+ROUTE_HEADER = "X-Test-Route"
+ORDERS = "orders"  # 3 partitions, leaders 1, 2, 3, ISR of 3
+THIN = "thin"  # 1 partition led by broker 1 whose ISR is only the leader
+
+
+# ------------------------------------------------------------------------------ the document
+
+
+_DOCUMENT_URI = "urn:actorlog:openapi"
+_OPERATIONS = ("get", "put", "post", "delete", "patch", "head", "options", "trace")
+
+
+class DocumentedResponses:
+    """Validates answers against the OpenAPI document's response schemas (JSON Schema 2020-12)."""
+
+    def __init__(self, document: dict[str, Any]) -> None:
+        self.document = document
+        resource = Resource.from_contents(document, default_specification=DRAFT202012)
+        self._registry: Registry[Any] = Registry().with_resource(_DOCUMENT_URI, resource)
+
+    def check(self, template: str, method: str, status: int, body: Any) -> None:
+        operation = self.document["paths"][template][method.lower()]
+        responses = operation["responses"]
+        assert str(status) in responses, f"{method} {template} answered {status}: undocumented ({body})"
+        response = responses[str(status)]
+        if "$ref" in response:
+            pointer = response["$ref"].removeprefix("#")
+        else:
+            escaped = template.replace("~", "~0").replace("/", "~1")
+            pointer = f"/paths/{escaped}/{method.lower()}/responses/{status}"
+        schema = {"$ref": f"{_DOCUMENT_URI}#{pointer}/content/application~1json/schema"}
+        validator = jsonschema.Draft202012Validator(schema, registry=self._registry)
+        errors = [f"{list(e.absolute_path)}: {e.message}" for e in validator.iter_errors(body)]
+        assert not errors, f"{method} {template} {status} does not match the document: {errors}\n{body}"
+
+
+DOCUMENTED = DocumentedResponses(openapi_document())
+
+
+def documented_operations(document: dict[str, Any]) -> set[tuple[str, str]]:
+    return {
+        (path, method.upper())
+        for path, item in document["paths"].items()
+        for method in item
+        if method in _OPERATIONS
+    }
+
+
+# ------------------------------------------------------------------------------------ harness
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    headers: Any
+
+    @property
+    def error(self) -> str:
+        name: str = self.body["error"]
+        return name
+
+
+@dataclass
+class Api:
+    cluster: InProcessCluster
+    session: aiohttp.ClientSession
+    url: str
+
+    async def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        auth: bool = True,
+    ) -> Answer:
+        sent = {**(AUTH if auth else {}), **(headers or {})}
+        if json is not None:
+            data = orjson.dumps(json)
+            sent.setdefault("Content-Type", "application/json")
+        async with self.session.request(method, self.url + path, data=data, headers=sent) as response:
+            body = orjson.loads(await response.read())
+            answer = Answer(response.status, body, response.headers)
+        assert response.content_type == "application/json"
+        template = answer.headers.get(ROUTE_HEADER)
+        if template is not None:
+            DOCUMENTED.check(template, method, answer.status, body)
+        if answer.status >= 400:
+            assert set(body) >= {"error_code", "error", "message"}, body
+            assert ErrorCode[body["error"]] == body["error_code"]
+            assert "Traceback" not in body["message"]
+        return answer
+
+    async def produce(self, topic: str, records: list[dict[str, Any]], **fields: Any) -> Answer:
+        return await self.call("POST", f"/v1/topics/{topic}/records", json={"records": records, **fields})
+
+    async def read(self, topic: str, partition: int, offset: int, **query: Any) -> Answer:
+        parameters = "".join(f"&{k}={v}" for k, v in query.items())
+        return await self.call(
+            "GET", f"/v1/topics/{topic}/partitions/{partition}/records?offset={offset}{parameters}"
+        )
+
+    async def eventually(self, call: Awaitable[Answer], *, within_ms: int = 60_000) -> Answer:
+        """A call whose answer needs virtual time to pass (retries, long polls)."""
+        return await self.cluster.complete(call, within_ms=within_ms)
+
+
+@web.middleware
+async def tag_route(
+    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+) -> Any:
+    response = await handler(request)
+    resource = request.match_info.route.resource
+    if resource is not None:
+        response.headers[ROUTE_HEADER] = resource.canonical
+    return response
+
+
+@contextlib.asynccontextmanager
+async def serving(json_api: JsonApi, cluster: InProcessCluster) -> AsyncIterator[Api]:
+    server = HttpServer(
+        "127.0.0.1", 0, routes=json_api.routes(), max_body_bytes=BODY_LIMIT, middlewares=[tag_route]
+    )
+    await server.start()
+    try:
+        async with aiohttp.ClientSession() as session:
+            yield Api(cluster, session, server.url)
+    finally:
+        await server.stop()
+
+
+def broker_1(cluster: InProcessCluster) -> Callable[[], BrokerNode | None]:
+    return lambda: cluster.brokers[1].node
+
+
+@pytest_asyncio.fixture
+async def api() -> AsyncIterator[Api]:
+    async with InProcessCluster() as cluster:
+        for broker_id in (1, 2, 3):
+            await cluster.start_broker(broker_id)
+        for partition in range(3):
+            await cluster.make_leader(
+                TopicPartition(ORDERS, partition), leader=partition + 1, isr=[1, 2, 3], replicas=[1, 2, 3]
+            )
+        # One replica, min.insync.replicas=2: acks=all can never be satisfied.
+        await cluster.make_leader(TopicPartition(THIN, 0), leader=1, isr=[1], replicas=[1])
+        json_api = JsonApi(
+            broker_1(cluster), secret=SECRET, max_body_bytes=BODY_LIMIT, max_records_per_request=RECORD_CAP
+        )
+        async with serving(json_api, cluster) as served:
+            yield served
+
+
+def by_partition(answer: Answer) -> dict[int, list[int]]:
+    offsets: dict[int, list[int]] = {}
+    for record in answer.body["records"]:
+        offsets.setdefault(record["partition"], []).append(record["offset"])
+    return offsets
+
+
+# ------------------------------------------------------------------------------ the document
+
+
+async def test_the_document_is_valid_openapi_and_names_exactly_the_served_routes(api: Api) -> None:
+    document = openapi_document()
+    validate_openapi(document)
+    app = web.Application()
+    app.add_routes(json_api_routes(lambda: None, secret=SECRET, max_body_bytes=BODY_LIMIT))
+    served = {(route.resource.canonical, route.method) for route in app.router.routes() if route.resource}
+    assert served == documented_operations(document)
+    for path, method in served:
+        operation = document["paths"][path][method.lower()]
+        if path.startswith("/v1/"):
+            assert "401" in operation["responses"]
+            assert operation.get("security", document["security"]) == [{"bearerAuth": []}]
+        else:
+            assert operation["security"] == []
+    answer = await api.call("GET", "/openapi.json", auth=False)
+    assert (answer.status, answer.body) == (200, document)
+
+
+async def test_answers_are_checked_against_the_document(api: Api) -> None:
+    """The checks every call in this module goes through are not vacuous."""
+    answer = await api.call("GET", "/v1/cluster")
+    assert answer.headers[ROUTE_HEADER] == "/v1/cluster"
+    with pytest.raises(AssertionError, match="does not match the document"):
+        DOCUMENTED.check("/v1/cluster", "GET", 200, {**answer.body, "extra": 1})
+    with pytest.raises(AssertionError, match="does not match the document"):
+        DOCUMENTED.check("/v1/topics/{topic}", "GET", 404, {"error": "UNKNOWN_TOPIC_OR_PARTITION"})
+    with pytest.raises(AssertionError, match="undocumented"):
+        DOCUMENTED.check("/v1/cluster", "GET", 416, answer.body)
+
+
+# --------------------------------------------------------------------------- produce and read
+
+
+async def test_produced_records_read_back_with_keys_values_headers_and_timestamps(api: Api) -> None:
+    records: list[dict[str, Any]] = [
+        {"key": {"user": 1}, "value": {"amount": 12.5, "items": ["a", "b"]}, "headers": {"trace": "t-1"}},
+        {"key": None, "value": "plain", "partition": 2, "timestamp": 1_600_000_000_000},
+        {"key": "k", "value": None, "partition": 2, "headers": [{"key": "h", "value": "1"}, {"key": "h"}]},
+        {"value": [1, 2, 3], "partition": 0},
+    ]
+    produced = await api.produce(ORDERS, records)
+    assert produced.status == 200
+    assert produced.body["topic"] == ORDERS
+    outcomes = produced.body["records"]
+    assert [o["partition"] for o in outcomes] == [keyed_partition(b'{"user":1}', 3), 2, 2, 0]
+    now = api.cluster.clock.wall_clock_ms()
+    assert [o["timestamp"] for o in outcomes] == [now, 1_600_000_000_000, now, now]
+    read: dict[int, list[dict[str, Any]]] = {}
+    for partition in range(3):
+        answer = await api.read(ORDERS, partition, 0)
+        assert answer.status == 200
+        assert answer.body["high_watermark"] == answer.body["next_offset"] == len(answer.body["records"])
+        read[partition] = answer.body["records"]
+    for sent, outcome in zip(records, outcomes, strict=True):
+        (got,) = [r for r in read[outcome["partition"]] if r["offset"] == outcome["offset"]]
+        assert (got["key"], got["value"], got["timestamp"]) == (
+            sent.get("key"),
+            sent["value"],
+            outcome["timestamp"],
+        )
+    assert read[2][1]["headers"] == [{"key": "h", "value": "1"}, {"key": "h", "value": None}]
+
+
+async def test_keyed_records_land_where_kafkas_partitioner_puts_them_in_order(api: Api) -> None:
+    keys = [f"customer-{n % 9}" for n in range(60)]
+    as_json = await api.produce(ORDERS, [{"key": k, "value": n} for n, k in enumerate(keys)])
+    as_text = await api.produce(
+        ORDERS,
+        [{"key": k, "value": str(n)} for n, k in enumerate(keys)],
+        key_format="string",
+        value_format="string",
+    )
+    assert [r["partition"] for r in as_json.body["records"]] == [
+        keyed_partition(orjson.dumps(k), 3) for k in keys
+    ]
+    assert [r["partition"] for r in as_text.body["records"]] == [keyed_partition(k.encode(), 3) for k in keys]
+    for partition, offsets in by_partition(as_json).items():
+        assert offsets == sorted(offsets)
+        answer = await api.read(ORDERS, partition, offsets[0], max_records=len(offsets))
+        expected = [n for n, k in enumerate(keys) if keyed_partition(orjson.dumps(k), 3) == partition]
+        assert [r["value"] for r in answer.body["records"]] == expected
+
+
+async def test_unkeyed_records_of_a_request_share_one_partition_and_requests_rotate(api: Api) -> None:
+    first = await api.produce(ORDERS, [{"value": n} for n in range(4)])
+    second = await api.produce(ORDERS, [{"value": n} for n in range(4)])
+    assert [set(by_partition(a)) for a in (first, second)] == [{0}, {1}]
+    assert by_partition(first) == {0: [0, 1, 2, 3]}
+
+
+async def test_the_partition_endpoint_writes_every_record_to_its_partition(api: Api) -> None:
+    answer = await api.call(
+        "POST", f"/v1/topics/{ORDERS}/partitions/2/records", json={"records": [{"key": "a", "value": 1}] * 3}
+    )
+    assert (answer.status, by_partition(answer)) == (200, {2: [0, 1, 2]})
+
+
+async def test_acks_one_and_zero(api: Api) -> None:
+    one = await api.produce(ORDERS, [{"value": "one", "partition": 1}], acks="1")
+    assert (one.status, one.body["records"][0]["offset"]) == (200, 0)
+    zero = await api.produce(
+        ORDERS, [{"value": "zero", "partition": 1}, {"value": "z", "partition": 0}], acks=0
+    )
+    assert zero.status == 200
+    assert [r["offset"] for r in zero.body["records"]] == [-1, -1]
+    await api.cluster.settle()  # acks=0 is a tell: nothing to wait for but its delivery
+    assert [r["value"] for r in (await api.read(ORDERS, 1, 0)).body["records"]] == ["one", "zero"]
+    assert [r["value"] for r in (await api.read(ORDERS, 0, 0)).body["records"]] == ["z"]
+
+
+async def test_acks_all_below_min_insync_replicas_is_not_enough_replicas(api: Api) -> None:
+    refused = await api.produce(THIN, [{"value": 1}, {"value": 2}])
+    assert (refused.status, refused.error) == (503, "NOT_ENOUGH_REPLICAS")
+    assert refused.headers["Retry-After"] == "1"
+    assert [r["error"] for r in refused.body["records"]] == ["NOT_ENOUGH_REPLICAS"] * 2
+    assert "min.insync.replicas" in refused.body["records"][0]["message"]
+    offsets = await api.call("GET", f"/v1/topics/{THIN}/partitions/0/offsets")
+    assert offsets.body["high_watermark"] == 0  # refused before the append
+    accepted = await api.produce(THIN, [{"value": 1}], acks="1")
+    assert (accepted.status, accepted.body["records"][0]["offset"]) == (200, 0)
+
+
+async def test_binary_and_string_formats_round_trip(api: Api) -> None:
+    blob = bytes(range(256))
+    encoded = base64.b64encode(blob).decode()
+    answer = await api.produce(
+        ORDERS,
+        [{"key": encoded, "value": encoded, "partition": 0}],
+        key_format="binary",
+        value_format="binary",
+    )
+    assert answer.status == 200
+    await api.produce(ORDERS, [{"value": "caf\u00e9", "partition": 0}], value_format="string")
+    binary = await api.read(ORDERS, 0, 0, format="binary")
+    assert [base64.b64decode(r["value"]) for r in binary.body["records"]] == [blob, "caf\u00e9".encode()]
+    assert base64.b64decode(binary.body["records"][0]["key"]) == blob
+    as_text = await api.read(ORDERS, 0, 1, format="string")
+    assert as_text.body["records"][0]["value"] == "caf\u00e9"
+    not_json = await api.read(ORDERS, 0, 0, format="json")
+    assert (not_json.status, not_json.error) == (422, "INVALID_RECORD")
+    assert "offset 0" in not_json.body["message"]
+
+
+async def test_reads_page_through_the_log_and_stop_at_the_high_watermark(api: Api) -> None:
+    await api.produce(ORDERS, [{"value": n, "partition": 0} for n in range(5)])
+    first = await api.read(ORDERS, 0, 0, max_records=2)
+    assert ([r["offset"] for r in first.body["records"]], first.body["next_offset"]) == ([0, 1], 2)
+    rest = await api.read(ORDERS, 0, first.body["next_offset"])
+    assert [r["value"] for r in rest.body["records"]] == [2, 3, 4]
+    at_end = await api.read(ORDERS, 0, 5)
+    assert (at_end.body["records"], at_end.body["next_offset"], at_end.body["high_watermark"]) == ([], 5, 5)
+    beyond = await api.read(ORDERS, 0, 6)
+    assert (beyond.status, beyond.error) == (416, "OFFSET_OUT_OF_RANGE")
+    offsets = await api.call("GET", f"/v1/topics/{ORDERS}/partitions/0/offsets")
+    assert offsets.body == {"topic": ORDERS, "partition": 0, "log_start_offset": 0, "high_watermark": 5}
+
+
+async def test_a_long_poll_waits_for_records_or_its_timeout(api: Api) -> None:
+    empty = await api.eventually(api.read(ORDERS, 1, 0, timeout_ms=2_000))
+    assert (empty.status, empty.body["records"]) == (200, [])
+    waiting = asyncio.ensure_future(api.read(ORDERS, 1, 0, timeout_ms=30_000))
+    await api.produce(ORDERS, [{"value": "late", "partition": 1}])
+    answer = await asyncio.wait_for(waiting, timeout=30)
+    assert [r["value"] for r in answer.body["records"]] == ["late"]
+
+
+# ----------------------------------------------------------------------------------- metadata
+
+
+async def test_cluster_topics_and_partitions(api: Api) -> None:
+    cluster = await api.call("GET", "/v1/cluster")
+    assert cluster.body == {
+        "cluster_id": None,
+        "controller_id": 1000,
+        "brokers": [{"broker_id": b, "host": f"broker-{b}", "port": 9092, "rack": None} for b in (1, 2, 3)],
+    }
+    assert (await api.call("GET", "/v1/topics")).body == {"topics": [ORDERS, THIN]}
+    topic = await api.call("GET", f"/v1/topics/{ORDERS}")
+    assert topic.body["topic"] == ORDERS
+    assert [
+        (p["partition"], p["leader"], p["leader_epoch"], p["replicas"], p["isr"])
+        for p in topic.body["partitions"]
+    ] == [
+        (0, 1, 0, [1, 2, 3], [1, 2, 3]),
+        (1, 2, 0, [1, 2, 3], [1, 2, 3]),
+        (2, 3, 0, [1, 2, 3], [1, 2, 3]),
+    ]
+
+
+# ------------------------------------------------------------------------------ bad requests
+
+
+def _valid_produce() -> dict[str, Any]:
+    return {"records": [{"value": 1}]}
+
+
+# (method, path, body (JSON value, or raw bytes), content type, status, Kafka error name)
+MALFORMED: list[tuple[str, str, Any, str, int, str]] = [
+    ("POST", "/v1/topics/orders/records", b"{oops", "application/json", 400, "INVALID_REQUEST"),
+    ("POST", "/v1/topics/orders/records", [1], "application/json", 400, "INVALID_REQUEST"),
+    (
+        "POST",
+        "/v1/topics/orders/records",
+        {"records": [{"value": 1}], "extra": 1},
+        "application/json",
+        400,
+        "INVALID_REQUEST",
+    ),
+    ("POST", "/v1/topics/orders/records", {"acks": "all"}, "application/json", 400, "INVALID_REQUEST"),
+    (
+        "POST",
+        "/v1/topics/orders/records",
+        {"records": [{"key": "k"}]},
+        "application/json",
+        400,
+        "INVALID_REQUEST",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/records",
+        {"records": [{"value": 1, "partition": "1"}]},
+        "application/json",
+        400,
+        "INVALID_REQUEST",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/records",
+        {"records": [{"value": 1}], "acks": "2"},
+        "application/json",
+        400,
+        "INVALID_REQUIRED_ACKS",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/records",
+        {"records": [{"value": "!"}], "value_format": "binary"},
+        "application/json",
+        400,
+        "INVALID_REQUEST",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/records",
+        b'{"records": [{"value": 1}]}',
+        "text/plain",
+        415,
+        "INVALID_REQUEST",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/records?acks=1",
+        _valid_produce(),
+        "application/json",
+        400,
+        "INVALID_REQUEST",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/records",
+        {"records": [{"value": 1, "partition": 7}]},
+        "application/json",
+        404,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    (
+        "POST",
+        "/v1/topics/missing/records",
+        _valid_produce(),
+        "application/json",
+        404,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    (
+        "POST",
+        "/v1/topics/bad%20name/records",
+        _valid_produce(),
+        "application/json",
+        400,
+        "INVALID_TOPIC_EXCEPTION",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/partitions/x/records",
+        _valid_produce(),
+        "application/json",
+        400,
+        "INVALID_REQUEST",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/partitions/-1/records",
+        _valid_produce(),
+        "application/json",
+        400,
+        "INVALID_REQUEST",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/partitions/3/records",
+        _valid_produce(),
+        "application/json",
+        404,
+        "UNKNOWN_TOPIC_OR_PARTITION",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/partitions/0/records",
+        {"records": [{"value": 1, "partition": 0}]},
+        "application/json",
+        400,
+        "INVALID_REQUEST",
+    ),
+    (
+        "POST",
+        "/v1/topics/orders/records",
+        {"records": [{"value": 1}] * (RECORD_CAP + 1)},
+        "application/json",
+        413,
+        "RECORD_LIST_TOO_LARGE",
+    ),
+    ("GET", "/v1/topics/orders/partitions/0/records", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/orders/partitions/0/records?offset=-1", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/orders/partitions/0/records?offset=abc", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/orders/partitions/0/records?offset=0&offset=1", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/orders/partitions/0/records?offset=0&limit=1", None, "", 400, "INVALID_REQUEST"),
+    (
+        "GET",
+        "/v1/topics/orders/partitions/0/records?offset=0&max_records=0",
+        None,
+        "",
+        400,
+        "INVALID_REQUEST",
+    ),
+    ("GET", "/v1/topics/orders/partitions/0/records?offset=0&format=xml", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/orders/partitions/0/records?offset=99", None, "", 416, "OFFSET_OUT_OF_RANGE"),
+    ("GET", "/v1/topics/orders/partitions/zero/records?offset=0", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/orders/partitions/9/records?offset=0", None, "", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("GET", "/v1/topics/missing/partitions/0/records?offset=0", None, "", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("GET", "/v1/topics/orders/partitions/1.5/offsets", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/orders/partitions/5/offsets", None, "", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("GET", "/v1/topics/missing", None, "", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("GET", "/v1/topics/a*b", None, "", 400, "INVALID_TOPIC_EXCEPTION"),
+    ("GET", "/v1/topics/%C3%A9", None, "", 400, "INVALID_TOPIC_EXCEPTION"),
+    ("GET", "/v1/cluster?verbose=1", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/nothing-here", None, "", 404, "INVALID_REQUEST"),
+    ("DELETE", "/v1/topics/orders", None, "", 405, "INVALID_REQUEST"),
+]
+
+
+async def test_every_malformed_request_gets_its_status_and_kafka_error_name_and_writes_nothing(
+    api: Api,
+) -> None:
+    failures: list[str] = []
+    for method, path, body, content_type, status, error in MALFORMED:
+        raw = body if isinstance(body, bytes) or body is None else orjson.dumps(body)
+        headers = {"Content-Type": content_type} if content_type else {}
+        answer = await api.call(method, path, data=raw, headers=headers)
+        if (answer.status, answer.body.get("error")) != (status, error):
+            failures.append(f"{method} {path}: expected {status} {error}, got {answer.status} {answer.body}")
+    assert not failures, "\n".join(failures)
+    for partition in range(3):
+        offsets = await api.call("GET", f"/v1/topics/{ORDERS}/partitions/{partition}/offsets")
+        assert offsets.body["high_watermark"] == 0
+
+
+async def test_bodies_above_the_limit_are_413_with_or_without_a_content_length(api: Api) -> None:
+    big = orjson.dumps({"records": [{"value": "x" * 1000}] * 100})
+    assert len(big) > BODY_LIMIT
+    sized = await api.call(
+        "POST", f"/v1/topics/{ORDERS}/records", data=big, headers={"Content-Type": "application/json"}
+    )
+    assert (sized.status, sized.error) == (413, "MESSAGE_TOO_LARGE")
+
+    async def chunks() -> AsyncIterator[bytes]:
+        for start in range(0, len(big), 8192):
+            yield big[start : start + 8192]
+
+    async with api.session.post(
+        api.url + f"/v1/topics/{ORDERS}/records",
+        data=chunks(),
+        headers={**AUTH, "Content-Type": "application/json"},
+    ) as response:
+        chunked = orjson.loads(await response.read())
+    assert (response.status, chunked["error"]) == (413, "MESSAGE_TOO_LARGE")
+    assert (await api.read(ORDERS, 0, 0)).body["high_watermark"] == 0
+
+
+async def test_every_v1_route_needs_the_secret_and_the_document_does_not(api: Api) -> None:
+    concrete = {"{topic}": ORDERS, "{partition}": "0"}
+    for path, method in sorted(documented_operations(openapi_document())):
+        for value in path, *concrete:
+            path = path.replace(value, concrete.get(value, value))
+        if not path.startswith("/v1/"):
+            continue
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": SECRET}):
+            answer = await api.call(
+                method,
+                path + "?offset=0" if path.endswith("records") else path,
+                json=_valid_produce() if method == "POST" else None,
+                headers=headers,
+                auth=False,
+            )
+            assert (answer.status, answer.error) == (401, "SASL_AUTHENTICATION_FAILED"), (
+                method,
+                path,
+                headers,
+            )
+            assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+    assert (await api.read(ORDERS, 0, 0)).body["high_watermark"] == 0
+
+
+# --------------------------------------------------------------------------- leaders moving
+
+
+async def test_without_a_leader_produce_and_read_are_leader_not_available(api: Api) -> None:
+    tp = TopicPartition("leaderless", 0)
+    api.cluster.partition_states[tp] = LeaderAndIsrPartitionState(
+        topic=tp.topic, partition=0, controller_epoch=1, leader=-1, leader_epoch=3, isr=(), zk_version=0,
+        replicas=(2,),
+    )  # fmt: skip
+    await api.cluster.update_metadata()
+    described = await api.call("GET", f"/v1/topics/{tp.topic}")
+    assert described.body["partitions"][0]["leader"] == -1
+    unkeyed = await api.produce(tp.topic, [{"value": 1}])
+    assert (unkeyed.status, unkeyed.error) == (503, "LEADER_NOT_AVAILABLE")
+    explicit = await api.eventually(api.produce(tp.topic, [{"value": 1, "partition": 0}], timeout_ms=0))
+    assert (explicit.status, explicit.body["records"][0]["error"]) == (503, "LEADER_NOT_AVAILABLE")
+    read = await api.eventually(api.read(tp.topic, 0, 0))
+    assert (read.status, read.error) == (503, "LEADER_NOT_AVAILABLE")
+
+
+async def test_reads_and_writes_follow_the_leader_once_metadata_names_it(api: Api) -> None:
+    tp = TopicPartition(ORDERS, 0)
+    await api.produce(ORDERS, [{"value": n, "partition": 0} for n in range(3)])
+    previous = api.cluster.partition_states[tp]
+    moved = LeaderAndIsrPartitionState(
+        topic=tp.topic, partition=0, controller_epoch=1, leader=2, leader_epoch=previous.leader_epoch + 1,
+        isr=(1, 2, 3), zk_version=previous.zk_version, replicas=(1, 2, 3),
+    )  # fmt: skip
+    # Leadership moves, but broker 1 (which serves the API) has not heard of it in its metadata:
+    # the read goes to broker 1 with the old epoch, is fenced, and retries until metadata catches up.
+    for broker_id in (2, 1, 3):
+        await api.cluster.send_leader_and_isr(broker_id, moved)
+    reading = asyncio.ensure_future(api.read(ORDERS, 0, 0))
+    await api.cluster.advance(1_000)
+    assert not reading.done()
+    api.cluster.partition_states[tp] = moved
+    await api.cluster.update_metadata()
+    answer = await api.cluster.complete(reading, within_ms=5_000)
+    assert [r["value"] for r in answer.body["records"]] == [0, 1, 2]
+    produced = await api.produce(ORDERS, [{"value": 3, "partition": 0}])
+    assert produced.body["records"][0]["offset"] == 3
+    assert api.cluster.log(2, tp).log_end_offset == 4
+
+
+# ------------------------------------------------------------------------- server conditions
+
+
+async def test_a_starting_broker_answers_503_and_a_failing_one_500_without_a_traceback() -> None:
+    async with InProcessCluster() as cluster:
+        starting = JsonApi(lambda: None, secret=SECRET, max_body_bytes=BODY_LIMIT)
+        async with serving(starting, cluster) as api:
+            answer = await api.call("GET", "/v1/topics")
+            assert (answer.status, answer.error) == (503, "BROKER_NOT_AVAILABLE")
+
+        def broken() -> BrokerNode | None:
+            raise RuntimeError("wiring bug")
+
+        failing = JsonApi(broken, secret=SECRET, max_body_bytes=BODY_LIMIT)
+        async with serving(failing, cluster) as api:
+            answer = await api.call("GET", "/v1/cluster")
+            assert (answer.status, answer.error) == (500, "UNKNOWN_SERVER_ERROR")
+            assert answer.body["message"] == "internal error: RuntimeError"
