@@ -60,6 +60,7 @@ __all__ = [
 
 T = TypeVar("T")
 
+_PACKAGE_DIR = Path("/usr/bin")  # where the Debian package installs both binaries
 _INSTALL_HINT = "install the `prometheus` package (Debian/Ubuntu: `apt-get install prometheus`)"
 _READY_LOG_MESSAGE = "Server is ready to receive web requests."
 _LOG_TAIL_LINES = 20
@@ -77,26 +78,26 @@ class PrometheusQueryError(RuntimeError):
     """Prometheus answered a query with an error (bad PromQL, timeout...)."""
 
 
-def _find_binary(name: str, environ: Mapping[str, str] | None) -> Path:
+def _find_binary(name: str, environ: Mapping[str, str] | None, package_dir: Path) -> Path:
     env = os.environ if environ is None else environ
     found = shutil.which(name, path=env.get("PATH"))
     if found is not None:
         return Path(found)
-    # Debian's location, for environments whose PATH leaves out /usr/bin.
-    packaged = Path("/usr/bin") / name
+    # The package's location, for environments whose PATH leaves it out.
+    packaged = package_dir / name
     if packaged.is_file() and os.access(packaged, os.X_OK):
         return packaged
     raise PrometheusNotInstalledError(f"`{name}` not found: {_INSTALL_HINT}")
 
 
-def find_prometheus(environ: Mapping[str, str] | None = None) -> Path:
+def find_prometheus(environ: Mapping[str, str] | None = None, *, package_dir: Path = _PACKAGE_DIR) -> Path:
     """The ``prometheus`` server binary, or ``PrometheusNotInstalledError``."""
-    return _find_binary("prometheus", environ)
+    return _find_binary("prometheus", environ, package_dir)
 
 
-def find_promtool(environ: Mapping[str, str] | None = None) -> Path:
+def find_promtool(environ: Mapping[str, str] | None = None, *, package_dir: Path = _PACKAGE_DIR) -> Path:
     """The ``promtool`` binary (same package), or ``PrometheusNotInstalledError``."""
-    return _find_binary("promtool", environ)
+    return _find_binary("promtool", environ, package_dir)
 
 
 @dataclass(frozen=True, slots=True)
