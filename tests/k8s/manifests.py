@@ -1,0 +1,204 @@
+"""Helpers for the manifest tests: render overlays with kubectl, find objects, resolve what a pod sees.
+
+What it owns: locating ``k8s/`` (overlays, components), rendering a kustomization with
+``kubectl kustomize``, selecting rendered objects, matching label selectors, and reproducing what
+Kubernetes hands a container: its environment (plain values with ``$(VAR)`` expansion, downward-API
+``fieldRef``s, Secret and ConfigMap keys) and its expanded command line. No network, no cluster.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+REPO = Path(__file__).resolve().parents[2]
+K8S = REPO / "k8s"
+OVERLAYS_DIR = K8S / "overlays"
+COMPONENTS_DIR = K8S / "components"
+# The label the StatefulSet controller puts on each pod with its ordinal (Kubernetes >= 1.28).
+POD_INDEX_LABEL = "apps.kubernetes.io/pod-index"
+WORKLOAD_KINDS = frozenset({"Deployment", "StatefulSet", "DaemonSet", "Job", "CronJob"})
+
+Doc = dict[str, Any]
+
+
+def overlays() -> list[str]:
+    return sorted(p.name for p in OVERLAYS_DIR.iterdir() if (p / "kustomization.yaml").is_file())
+
+
+def components() -> list[str]:
+    return sorted(p.name for p in COMPONENTS_DIR.iterdir() if (p / "kustomization.yaml").is_file())
+
+
+def kubectl() -> str | None:
+    return shutil.which("kubectl")
+
+
+def render(directory: Path, kubectl_path: str) -> list[Doc]:
+    """``kubectl kustomize DIR`` parsed into objects (raises with kubectl's message on failure)."""
+    result = subprocess.run(
+        [kubectl_path, "kustomize", str(directory)], capture_output=True, text=True, timeout=120, check=False
+    )
+    if result.returncode != 0:
+        raise AssertionError(f"kubectl kustomize {directory} failed:\n{result.stderr}")
+    return [doc for doc in yaml.safe_load_all(result.stdout) if doc]
+
+
+def of_kind(docs: list[Doc], kind: str) -> list[Doc]:
+    return [doc for doc in docs if doc["kind"] == kind]
+
+
+def named(docs: list[Doc], kind: str, name: str) -> Doc:
+    found = [doc for doc in of_kind(docs, kind) if doc["metadata"]["name"] == name]
+    assert len(found) == 1, f"expected one {kind} {name}, found {len(found)}"
+    return found[0]
+
+
+def pod_template(workload: Doc) -> Doc:
+    """The pod template (metadata + spec) of a Deployment/StatefulSet/DaemonSet/Job/CronJob."""
+    spec = workload["spec"]
+    if workload["kind"] == "CronJob":
+        spec = spec["jobTemplate"]["spec"]
+    template: Doc = spec["template"]
+    return template
+
+
+def workloads(docs: list[Doc]) -> list[Doc]:
+    return [doc for doc in docs if doc["kind"] in WORKLOAD_KINDS]
+
+
+def all_containers(pod_spec: Doc) -> list[Doc]:
+    return [*pod_spec.get("initContainers", []), *pod_spec["containers"]]
+
+
+def selector_matches(selector: Mapping[str, str], labels: Mapping[str, str]) -> bool:
+    """A non-empty equality selector matches labels that contain all its pairs."""
+    return bool(selector) and all(labels.get(key) == value for key, value in selector.items())
+
+
+def match_labels(label_selector: Doc) -> dict[str, str]:
+    assert set(label_selector) == {"matchLabels"}, f"only matchLabels selectors are used: {label_selector}"
+    labels: dict[str, str] = label_selector["matchLabels"]
+    return labels
+
+
+def prometheus_label_for_pod_label(label: str) -> str:
+    """Prometheus' Kubernetes SD meta label for a pod label (non-alphanumerics become ``_``)."""
+    return "__meta_kubernetes_pod_label_" + re.sub(r"[^a-zA-Z0-9_]", "_", label)
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """Kubernetes' ``$(VAR)`` expansion: defined variables are substituted, ``$$`` is a literal ``$``,
+    and an undefined reference is left as written."""
+    out: list[str] = []
+    i = 0
+    while i < len(text):
+        if text.startswith("$$", i):
+            out.append("$")
+            i += 2
+        elif text.startswith("$(", i) and (end := text.find(")", i + 2)) != -1:
+            name = text[i + 2 : end]
+            out.append(env[name] if name in env else text[i : end + 1])
+            i = end + 1
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
+
+
+@dataclass(frozen=True, slots=True)
+class PodIdentity:
+    """What the downward API reports for one pod."""
+
+    name: str
+    namespace: str
+    labels: Mapping[str, str]
+
+
+def _field_ref(path: str, pod: PodIdentity) -> str:
+    if path == "metadata.name":
+        return pod.name
+    if path == "metadata.namespace":
+        return pod.namespace
+    match = re.fullmatch(r"metadata\.labels\['([^']+)'\]", path)
+    if match:
+        # Kubernetes resolves a missing label to an empty string.
+        return pod.labels.get(match.group(1), "")
+    raise AssertionError(f"fieldRef {path!r} is not reproduced by these tests")
+
+
+def secret_value(docs: list[Doc], name: str, key: str) -> str | None:
+    """A key of a rendered Secret (data is base64, stringData plain), or None when not rendered."""
+    for secret in of_kind(docs, "Secret"):
+        if secret["metadata"]["name"] == name:
+            if key in secret.get("stringData", {}):
+                return str(secret["stringData"][key])
+            return base64.b64decode(secret["data"][key]).decode()
+    return None
+
+
+def container_environment(
+    container: Doc, pod: PodIdentity, docs: list[Doc], external_secrets: Mapping[tuple[str, str], str]
+) -> dict[str, str]:
+    """The container's environment, in order, as the kubelet builds it."""
+    env: dict[str, str] = {}
+    for variable in container.get("env", []):
+        name = variable["name"]
+        if "value" in variable:
+            env[name] = expand(str(variable["value"]), env)
+            continue
+        source = variable["valueFrom"]
+        if "fieldRef" in source:
+            env[name] = _field_ref(source["fieldRef"]["fieldPath"], pod)
+        elif "secretKeyRef" in source:
+            ref = source["secretKeyRef"]
+            value = secret_value(docs, ref["name"], ref["key"])
+            if value is None:
+                assert (ref["name"], ref["key"]) in external_secrets, (
+                    f"{name}: Secret {ref['name']} is neither rendered nor documented as created by the user"
+                )
+                value = external_secrets[(ref["name"], ref["key"])]
+            env[name] = value
+        elif "configMapKeyRef" in source:
+            ref = source["configMapKeyRef"]
+            env[name] = str(named(docs, "ConfigMap", ref["name"])["data"][ref["key"]])
+        else:
+            raise AssertionError(f"{name}: valueFrom {sorted(source)} is not reproduced by these tests")
+    return env
+
+
+def command_line(container: Doc, env: Mapping[str, str]) -> list[str]:
+    """command + args with ``$(VAR)`` expanded (the image's entrypoint when no command is given)."""
+    return [expand(str(part), env) for part in [*container.get("command", []), *container.get("args", [])]]
+
+
+def config_map_files(docs: list[Doc], pod_spec: Doc, container: Doc) -> dict[str, str]:
+    """Files a container sees from ConfigMap volumes: mount path/key -> content."""
+    volumes = {volume["name"]: volume for volume in pod_spec.get("volumes", [])}
+    files: dict[str, str] = {}
+    for mount in container.get("volumeMounts", []):
+        volume = volumes.get(mount["name"], {})
+        if "configMap" in volume:
+            data = named(docs, "ConfigMap", volume["configMap"]["name"])["data"]
+            for key, content in data.items():
+                files[f"{mount['mountPath'].rstrip('/')}/{key}"] = content
+    return files
+
+
+def walk(value: Any) -> Iterator[Doc]:
+    """Every mapping nested in a value (for finding selectors and probes wherever they are)."""
+    if isinstance(value, dict):
+        yield value
+        for item in value.values():
+            yield from walk(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from walk(item)

@@ -1,0 +1,497 @@
+"""The manifests agree with the code: config keys, ports, probe paths, commands, labels, grace period.
+
+Every rendered overlay is checked. Broker configuration goes through the real loader
+(``ops.config.load_broker_settings``) with the ConfigMap's file, the pod's environment as the
+kubelet builds it (downward API, Secrets, ``$(VAR)`` expansion) and the container's own
+``--override`` flags, once per pod ordinal: a key the broker does not know fails. Every container
+command that is ``actorlog ...`` (and the SparkApplication's main file and arguments) is parsed by
+that subcommand's own argparse parser (intercepted before the command runs). Probe and scrape paths
+must be routes the broker serves. Selectors must select what they are meant to. The grace period
+must cover the controlled-shutdown worst case computed from the effective configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+
+from actors.config import BrokerConfig
+from ops.broker_main import health_routes
+from ops.cli import COMMANDS
+from ops.config import BrokerSettings, ConfigError, load_broker_settings
+from runtime.metrics import NodeMetrics
+from tests.k8s import dockerfile, manifests
+from tests.k8s.manifests import POD_INDEX_LABEL, Doc, PodIdentity
+
+pytestmark = pytest.mark.k8s
+
+# Secrets the user creates (k8s/README.md, "Secrets"); a stand-in value of the required length.
+EXTERNAL_SECRETS = {("actorlog-internal-auth", "internal.auth.secret"): "x" * 32}
+# Commands other than `actorlog` allowed in the actorlog images (present in every Debian image).
+OTHER_TOOLS = {"find"}
+SHUTDOWN_MARGIN_MS = 30_000
+
+
+# --- parsing commands with the subcommands' own parsers ---------------------------------------
+
+
+class _Parsed(Exception):
+    def __init__(self, namespace: argparse.Namespace) -> None:
+        super().__init__("parsed")
+        self.namespace = namespace
+
+
+def parse_actorlog(argv: list[str]) -> tuple[str, argparse.Namespace]:
+    """``actorlog <command> ...`` parsed by that command's parser, without running the command."""
+    assert argv[0] == "actorlog", argv
+    command = argv[1]
+    assert command in COMMANDS, f"{command!r} is not an actorlog command ({sorted(COMMANDS)})"
+    module = importlib.import_module(COMMANDS[command][0])
+    original = argparse.ArgumentParser.parse_args
+
+    def intercept(self: argparse.ArgumentParser, args: Any = None, namespace: Any = None) -> Any:
+        raise _Parsed(original(self, args, namespace))
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(argparse.ArgumentParser, "parse_args", intercept)
+        try:
+            module.main(argv[2:])
+        except _Parsed as parsed:
+            return command, parsed.namespace
+        except SystemExit as exit_:
+            raise AssertionError(
+                f"`{' '.join(argv)}` is rejected by its parser (exit {exit_.code})"
+            ) from None
+    raise AssertionError(f"`{' '.join(argv)}` did not parse its arguments")
+
+
+def test_parse_actorlog_rejects_what_the_command_rejects() -> None:
+    assert parse_actorlog(["actorlog", "snapshots", "export", "--bootstrap-server", "h:1", "--out", "d"])[0]
+    with pytest.raises(AssertionError, match="rejected"):
+        parse_actorlog(["actorlog", "snapshots", "export", "--bootstrap-servers", "h:1", "--out", "d"])
+    with pytest.raises(AssertionError, match="not an actorlog command"):
+        parse_actorlog(["actorlog", "brokers", "start"])
+
+
+# --- what each pod sees ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RunningContainer:
+    overlay: str
+    workload: Doc
+    pod: PodIdentity
+    pod_spec: Doc
+    container: Doc
+    env: dict[str, str]
+    argv: list[str]
+
+
+def _pods(overlay: str, docs: list[Doc]) -> Iterator[RunningContainer]:
+    """One entry per container per pod (every StatefulSet ordinal; one pod for other workloads)."""
+    for workload in manifests.workloads(docs):
+        template = manifests.pod_template(workload)
+        name = workload["metadata"]["name"]
+        namespace = workload["metadata"].get("namespace", "default")
+        replicas = workload["spec"].get("replicas", 1) if workload["kind"] == "StatefulSet" else 1
+        for ordinal in range(replicas):
+            labels = dict(template["metadata"].get("labels", {}))
+            pod_name = f"{name}-{ordinal}" if workload["kind"] == "StatefulSet" else f"{name}-pod"
+            if workload["kind"] == "StatefulSet":
+                labels[POD_INDEX_LABEL] = str(ordinal)
+            pod = PodIdentity(pod_name, namespace, labels)
+            for container in manifests.all_containers(template["spec"]):
+                env = manifests.container_environment(container, pod, docs, EXTERNAL_SECRETS)
+                argv = manifests.command_line(container, env)
+                yield RunningContainer(overlay, workload, pod, template["spec"], container, env, argv)
+
+
+def _all_pods(rendered: dict[str, list[Doc]]) -> list[RunningContainer]:
+    return [running for overlay, docs in rendered.items() for running in _pods(overlay, docs)]
+
+
+def _brokers(rendered: dict[str, list[Doc]]) -> list[RunningContainer]:
+    brokers = [r for r in _all_pods(rendered) if r.argv[:3] == ["actorlog", "broker", "start"]]
+    assert {r.overlay for r in brokers} == set(rendered), "every overlay runs brokers"
+    return brokers
+
+
+def _load(running: RunningContainer, docs: list[Doc], tmp_path: Path, extra: str = "") -> BrokerSettings:
+    """The broker's settings through the real loader, from what the pod sees."""
+    _, arguments = parse_actorlog(running.argv)
+    files = manifests.config_map_files(docs, running.pod_spec, running.container)
+    assert arguments.config in files, f"--config {arguments.config} is not a mounted ConfigMap key"
+    config = tmp_path / f"{running.overlay}-{running.pod.name}.properties"
+    config.write_text(files[arguments.config] + extra, encoding="utf-8")
+    return load_broker_settings(config_file=str(config), overrides=arguments.override, environ=running.env)
+
+
+def _port(container: Doc, name_or_number: str | int) -> int:
+    if isinstance(name_or_number, int):
+        return name_or_number
+    ports = [p["containerPort"] for p in container.get("ports", []) if p.get("name") == name_or_number]
+    assert len(ports) == 1, f"no container port named {name_or_number!r}"
+    return int(ports[0])
+
+
+def _served_paths() -> set[str]:
+    return {route.path for route in health_routes(lambda: None)} | {NodeMetrics().route().path}
+
+
+# --- broker configuration ----------------------------------------------------------------------
+
+
+def test_broker_configuration_loads_through_the_real_loader(
+    rendered: dict[str, list[Doc]], tmp_path: Path
+) -> None:
+    brokers = _brokers(rendered)
+    for running in brokers:
+        docs = rendered[running.overlay]
+        settings = _load(running, docs, tmp_path)
+        ordinal = int(running.pod.labels[POD_INDEX_LABEL])
+        assert settings.broker.broker_id == ordinal
+        headless = manifests.named(docs, "Service", running.workload["spec"]["serviceName"])
+        assert settings.advertised_listener.host == (
+            f"{running.pod.name}.{headless['metadata']['name']}.{running.pod.namespace}.svc"
+        )
+        assert settings.advertised_listener.port == settings.listener.port
+        assert settings.listener.port in {p["port"] for p in headless["spec"]["ports"]}
+        claims = {t["metadata"]["name"] for t in running.workload["spec"]["volumeClaimTemplates"]}
+        data_mounts = [m["mountPath"] for m in running.container["volumeMounts"] if m["name"] in claims]
+        assert any(settings.log_dir.startswith(mount.rstrip("/") + "/") for mount in data_mounts), (
+            settings.log_dir
+        )
+        assert len(settings.internal_auth_secret) >= 16
+    assert len(brokers) >= 3 * len(rendered)
+
+
+def test_a_key_the_broker_does_not_know_fails(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
+    running = _brokers(rendered)[0]
+    with pytest.raises(ConfigError, match="unknown configuration key"):
+        _load(running, rendered[running.overlay], tmp_path, extra="\nreplica.lag.time.max.msec=1000\n")
+    broken = dict(running.env, ACTORLOG_CFG_BROKER_IDENTIFIER="1")
+    with pytest.raises(ConfigError, match="unknown configuration key"):
+        _load(RunningContainer(**{**_fields(running), "env": broken}), rendered[running.overlay], tmp_path)
+
+
+def _fields(running: RunningContainer) -> dict[str, Any]:
+    return {name: getattr(running, name) for name in RunningContainer.__slots__}
+
+
+def test_zookeeper_connect_points_at_the_ensemble(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
+    checked = 0
+    for running in _brokers(rendered):
+        docs = rendered[running.overlay]
+        servers = _load(running, docs, tmp_path).zookeeper_connect.partition("/")[0]
+        zookeepers = [w for w in manifests.workloads(docs) if _runs_zookeeper(w)]
+        assert len(zookeepers) == 1
+        zk_labels = manifests.pod_template(zookeepers[0])["metadata"]["labels"]
+        for server in servers.split(","):
+            host, _, port = server.rpartition(":")
+            service = manifests.named(docs, "Service", host)
+            assert manifests.selector_matches(service["spec"]["selector"], zk_labels)
+            assert int(port) in {p["port"] for p in service["spec"]["ports"]}
+            checked += 1
+    assert checked
+
+
+def _runs_zookeeper(workload: Doc) -> bool:
+    containers = manifests.pod_template(workload)["spec"]["containers"]
+    return any("zkServer.sh" in " ".join(c.get("command", []) + c.get("args", [])) for c in containers)
+
+
+def test_zookeeper_servers_list_every_member(rendered: dict[str, list[Doc]]) -> None:
+    checked = 0
+    for docs in rendered.values():
+        (zookeeper,) = [w for w in manifests.workloads(docs) if _runs_zookeeper(w)]
+        name, spec = zookeeper["metadata"]["name"], zookeeper["spec"]
+        container = manifests.pod_template(zookeeper)["spec"]["containers"][0]
+        env = {e["name"]: e["value"] for e in container["env"] if "value" in e}
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        headless = manifests.named(docs, "Service", spec["serviceName"])
+        assert headless["spec"]["clusterIP"] == "None"
+        assert headless["spec"]["publishNotReadyAddresses"]
+        expected = [
+            f"server.{ordinal + 1}={name}-{ordinal}.{spec['serviceName']}:{ports['tcp-clustering']}:"
+            f"{ports['tcp-election']};{ports['tcp-clients']}"
+            for ordinal in range(spec["replicas"])
+        ]
+        assert env["ZOO_SERVERS"].split() == expected
+        # myid = ordinal + 1, computed by the shell from the pod name ($$ is Kubernetes' escape).
+        script = manifests.command_line(container, env)[-1]
+        assert "ZOO_MY_ID=$((${HOSTNAME##*-} + 1))" in script
+        checked += len(expected)
+    assert checked
+
+
+# --- ports, probes, paths ----------------------------------------------------------------------
+
+
+def test_ports_and_probes_match_the_broker(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
+    served = _served_paths()
+    assert {"/healthz", "/readyz", "/metrics"} <= served
+    for running in _brokers(rendered):
+        settings = _load(running, rendered[running.overlay], tmp_path)
+        container = running.container
+        assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
+            get = container[probe]["httpGet"]
+            assert get["path"] in served, f"{probe} {get['path']} is not a route"
+            assert _port(container, get["port"]) == settings.listener.port
+        annotations = manifests.pod_template(running.workload)["metadata"]["annotations"]
+        assert int(annotations["prometheus.io/port"]) == settings.listener.port
+        assert annotations["prometheus.io/path"] in served
+
+
+def test_services_target_named_ports_of_the_pods_they_select(rendered: dict[str, list[Doc]]) -> None:
+    checked = 0
+    for overlay, docs in rendered.items():
+        for service in manifests.of_kind(docs, "Service"):
+            selected = [
+                manifests.pod_template(w)
+                for w in manifests.workloads(docs)
+                if manifests.selector_matches(
+                    service["spec"]["selector"], manifests.pod_template(w)["metadata"]["labels"]
+                )
+            ]
+            assert len(selected) == 1, (
+                f"{overlay}: Service {service['metadata']['name']} selects {len(selected)}"
+            )
+            container = selected[0]["spec"]["containers"][0]
+            for port in service["spec"]["ports"]:
+                assert _port(container, port["targetPort"]) == port["port"]
+                checked += 1
+    assert checked
+
+
+def test_scrape_endpoints_match_ports_paths_and_labels(rendered: dict[str, list[Doc]]) -> None:
+    served = _served_paths()
+    checked = 0
+    for overlay, docs in rendered.items():
+        for monitor in manifests.of_kind(docs, "ServiceMonitor"):
+            services = [
+                s
+                for s in manifests.of_kind(docs, "Service")
+                if manifests.selector_matches(
+                    manifests.match_labels(monitor["spec"]["selector"]), s["metadata"]["labels"]
+                )
+            ]
+            assert len(services) == 1, (
+                f"{overlay}: ServiceMonitor selects {len(services)} Services (double scrape)"
+            )
+            assert services[0]["spec"].get("clusterIP") == "None", "scrape every broker, ready or not"
+            for endpoint in monitor["spec"]["endpoints"]:
+                assert endpoint["port"] in {p["name"] for p in services[0]["spec"]["ports"]}
+                assert endpoint["path"] in served
+                targets = {r["targetLabel"]: r["sourceLabels"] for r in endpoint["relabelings"]}
+                # The dashboards and rules select on `cluster` and `broker`; broker = broker.id = ordinal.
+                assert targets["broker"] == [manifests.prometheus_label_for_pod_label(POD_INDEX_LABEL)]
+                assert "cluster" in targets
+                checked += 1
+        for monitor in manifests.of_kind(docs, "PodMonitor"):
+            selector = manifests.match_labels(monitor["spec"]["selector"])
+            pods = [
+                manifests.pod_template(w)
+                for w in manifests.workloads(docs)
+                if manifests.selector_matches(selector, manifests.pod_template(w)["metadata"]["labels"])
+            ]
+            assert len(pods) == 1
+            for endpoint in monitor["spec"]["podMetricsEndpoints"]:
+                assert _port(pods[0]["spec"]["containers"][0], endpoint["port"])
+                checked += 1
+    assert checked
+
+
+# --- commands ----------------------------------------------------------------------------------
+
+
+def test_every_actorlog_command_parses(rendered: dict[str, list[Doc]]) -> None:
+    commands = set()
+    for running in _all_pods(rendered):
+        image = running.container["image"]
+        if running.argv and running.argv[0] == "actorlog":
+            command, _ = parse_actorlog(running.argv)
+            commands.add(command)
+            # The rollup needs Java: it runs from the rollup image; everything else from the broker image.
+            expected = "actorlog-rollup" if command == "rollup" else "actorlog"
+            assert _image_name(image) == expected, f"{running.overlay}: actorlog {command} in {image}"
+        elif "actorlog" in image:
+            assert running.argv, f"{running.overlay}: no command"
+            assert running.argv[0] in OTHER_TOOLS, f"{running.overlay}: {running.argv}"
+    assert {"broker", "snapshots", "rollup"} <= commands
+
+
+def _image_name(image: str) -> str:
+    return image.rpartition("/")[2].partition(":")[0].partition("@")[0]
+
+
+def test_spark_application_runs_the_rollup_job(rendered: dict[str, list[Doc]]) -> None:
+    applications = [a for docs in rendered.values() for a in manifests.of_kind(docs, "SparkApplication")]
+    assert applications, "no overlay renders the SparkApplication"
+    site_packages = str(Path(dockerfile.parse().stage("rollup").env()["SPARK_HOME"]).parent)
+    for application in applications:
+        spec = application["spec"]
+        assert _image_name(spec["image"]) == "actorlog-rollup"
+        main_file = spec["mainApplicationFile"].removeprefix("local://")
+        assert main_file.startswith(site_packages + "/"), "the file is in the image's virtual environment"
+        relative = main_file.removeprefix(site_packages + "/")
+        assert (manifests.REPO / relative).is_file()
+        module = relative.removesuffix(".py").replace("/", ".")
+        (command,) = [name for name, (target, _) in COMMANDS.items() if target == module]
+        parse_actorlog(["actorlog", command, *spec["arguments"]])
+
+
+def test_snapshot_exporter_bootstraps_from_the_client_service(rendered: dict[str, list[Doc]]) -> None:
+    checked = 0
+    for running in _all_pods(rendered):
+        if running.argv[:3] != ["actorlog", "snapshots", "export"]:
+            continue
+        docs = rendered[running.overlay]
+        _, arguments = parse_actorlog(running.argv)
+        broker_labels = manifests.pod_template(manifests.named(docs, "StatefulSet", "actorlog-broker"))[
+            "metadata"
+        ]["labels"]
+        for server in arguments.bootstrap_server:
+            url = urlsplit(server if "://" in server else f"http://{server}")
+            assert url.hostname is not None, server
+            assert url.port is not None, server
+            host, port = url.hostname, url.port
+            service = manifests.named(docs, "Service", host)
+            assert manifests.selector_matches(service["spec"]["selector"], broker_labels)
+            assert "clusterIP" not in service["spec"], "the client Service routes to ready brokers only"
+            assert int(port) in {p["port"] for p in service["spec"]["ports"]}
+            checked += 1
+    assert checked
+
+
+# --- selectors ---------------------------------------------------------------------------------
+
+
+def test_workload_and_disruption_budget_selectors(rendered: dict[str, list[Doc]]) -> None:
+    checked = 0
+    for overlay, docs in rendered.items():
+        templates = {
+            w["metadata"]["name"]: manifests.pod_template(w)["metadata"]["labels"]
+            for w in manifests.workloads(docs)
+        }
+        for workload in manifests.workloads(docs):
+            if "selector" in workload["spec"]:
+                selector = manifests.match_labels(workload["spec"]["selector"])
+                assert manifests.selector_matches(selector, templates[workload["metadata"]["name"]])
+                others = [
+                    n
+                    for n, labels in templates.items()
+                    if n != workload["metadata"]["name"] and manifests.selector_matches(selector, labels)
+                ]
+                assert not others, f"{overlay}: {workload['metadata']['name']} selects the pods of {others}"
+                checked += 1
+        for budget in manifests.of_kind(docs, "PodDisruptionBudget"):
+            selector = manifests.match_labels(budget["spec"]["selector"])
+            selected = [n for n, labels in templates.items() if manifests.selector_matches(selector, labels)]
+            assert len(selected) == 1, f"{overlay}: PDB {budget['metadata']['name']} selects {selected}"
+            assert budget["spec"]["maxUnavailable"] == 1
+            checked += 1
+    assert checked
+
+
+def test_affinity_selectors_select_pods(rendered: dict[str, list[Doc]]) -> None:
+    checked = 0
+    for overlay, docs in rendered.items():
+        templates = [manifests.pod_template(w)["metadata"]["labels"] for w in manifests.workloads(docs)]
+        for owner in [*manifests.workloads(docs), *manifests.of_kind(docs, "SparkApplication")]:
+            for node in manifests.walk(owner["spec"]):
+                for term in (
+                    [node.get("podAffinityTerm", node)]
+                    if "topologyKey" in node or "podAffinityTerm" in node
+                    else []
+                ):
+                    selector = manifests.match_labels(term["labelSelector"])
+                    assert any(manifests.selector_matches(selector, labels) for labels in templates), (
+                        f"{overlay}: {owner['metadata']['name']}: {selector} selects no pods"
+                    )
+                    checked += 1
+    assert checked
+
+
+def test_statefulsets_use_a_headless_service_selecting_their_pods(rendered: dict[str, list[Doc]]) -> None:
+    checked = 0
+    for docs in rendered.values():
+        for statefulset in manifests.of_kind(docs, "StatefulSet"):
+            service = manifests.named(docs, "Service", statefulset["spec"]["serviceName"])
+            assert service["spec"]["clusterIP"] == "None"
+            assert service["spec"]["publishNotReadyAddresses"] is True, "peers resolve before they are Ready"
+            labels = manifests.pod_template(statefulset)["metadata"]["labels"]
+            assert manifests.selector_matches(service["spec"]["selector"], labels)
+            checked += 1
+    assert checked
+
+
+# --- rolling restarts and shutdown -------------------------------------------------------------
+
+
+def _shutdown_budget_ms(config: BrokerConfig) -> int:
+    """ops/wiring.controlled_shutdown's worst case: every attempt waits controller.socket.timeout.ms,
+    with controlled.shutdown.retry.backoff.ms between attempts; then the ZooKeeper session closes."""
+    attempts = config.controlled_shutdown_max_retries
+    return (
+        attempts * config.controller_socket_timeout_ms
+        + (attempts - 1) * config.controlled_shutdown_retry_backoff_ms
+        + config.zookeeper_session_timeout_ms
+    )
+
+
+def test_grace_period_covers_the_controlled_shutdown(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
+    defaults = BrokerConfig(broker_id=0)
+    for running in _brokers(rendered):
+        config = _load(running, rendered[running.overlay], tmp_path).broker
+        assert config.controlled_shutdown_enable
+        grace_ms = 1000 * running.pod_spec["terminationGracePeriodSeconds"]
+        for effective in (config, defaults):
+            budget = _shutdown_budget_ms(effective)
+            assert (
+                budget
+                >= effective.controlled_shutdown_max_retries * effective.controlled_shutdown_retry_backoff_ms
+            )
+            assert grace_ms >= budget + SHUTDOWN_MARGIN_MS, (
+                f"{running.overlay}: {grace_ms} ms < {budget} ms + margin"
+            )
+        assert "preStop" not in running.container.get("lifecycle", {}), (
+            "a preStop hook would eat the grace period"
+        )
+
+
+def test_rolling_restart_is_gated_by_readiness(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
+    for running in _brokers(rendered):
+        docs, spec = rendered[running.overlay], running.workload["spec"]
+        assert spec.get("podManagementPolicy", "OrderedReady") == "OrderedReady"
+        assert spec["updateStrategy"]["type"] == "RollingUpdate"
+        assert "maxUnavailable" not in spec["updateStrategy"].get("rollingUpdate", {})
+        assert running.container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+        broker = _load(running, docs, tmp_path).broker
+        # One broker away keeps every partition at min ISR or above (replication factor and replicas).
+        assert broker.default_replication_factor - 1 >= broker.min_insync_replicas
+        assert spec["replicas"] >= broker.default_replication_factor
+        budgets = [
+            b for b in manifests.of_kind(docs, "PodDisruptionBudget")
+            if manifests.selector_matches(manifests.match_labels(b["spec"]["selector"]), running.pod.labels)
+        ]  # fmt: skip
+        assert [b["spec"]["maxUnavailable"] for b in budgets] == [1]
+
+
+def test_external_secrets_are_documented_and_dev_generates_its_own(rendered: dict[str, list[Doc]]) -> None:
+    readme = (manifests.K8S / "README.md").read_text(encoding="utf-8")
+    for name, key in EXTERNAL_SECRETS:
+        assert f"create secret generic {name}" in readme
+        assert key in readme
+    assert manifests.secret_value(rendered["dev"], "actorlog-internal-auth", "internal.auth.secret") is None
+    generated = list(manifests.of_kind(rendered["dev"], "Secret"))
+    assert len(generated) == 1
+    assert generated[0]["metadata"]["name"].startswith("actorlog-internal-auth-")
