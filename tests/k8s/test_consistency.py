@@ -25,6 +25,7 @@ import pytest
 from actors.config import BrokerConfig
 from ops.broker_main import health_routes
 from ops.cli import COMMANDS
+from ops.clients.connection import SECRET_ENV
 from ops.config import BrokerSettings, ConfigError, load_broker_settings
 from runtime.metrics import NodeMetrics
 from tests.k8s import dockerfile, manifests
@@ -370,6 +371,21 @@ def test_snapshot_exporter_bootstraps_from_the_client_service(rendered: dict[str
             assert int(port) in {p["port"] for p in service["spec"]["ports"]}
             checked += 1
     assert checked
+
+
+def test_clients_in_the_cluster_carry_the_brokers_secret(
+    rendered: dict[str, list[Doc]], tmp_path: Path
+) -> None:
+    secrets = {
+        r.overlay: _load(r, rendered[r.overlay], tmp_path).internal_auth_secret for r in _brokers(rendered)
+    }
+    # The exporter calls the brokers' /v1 API; broker containers carry it for `kubectl exec` client tools.
+    clients = [
+        r for r in _all_pods(rendered) if r.argv[:2] in (["actorlog", "snapshots"], ["actorlog", "broker"])
+    ]
+    assert {r.argv[1] for r in clients} == {"snapshots", "broker"}
+    for running in clients:
+        assert running.env.get(SECRET_ENV) == secrets[running.overlay], f"{running.overlay}: {SECRET_ENV}"
 
 
 # --- selectors ---------------------------------------------------------------------------------
