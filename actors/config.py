@@ -43,6 +43,7 @@ class BrokerConfig:
     # Topic defaults.
     default_replication_factor: int = 3
     num_partitions: int = 1
+    delete_topic_enable: bool = True
     min_insync_replicas: int = 2
     unclean_leader_election_enable: bool = False
     message_max_bytes: int = 1_000_012

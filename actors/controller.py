@@ -74,6 +74,7 @@ class EventKind(enum.Enum):
     PREFERRED_REPLICA_ELECTION = "PreferredReplicaLeaderElection"
     AUTO_REBALANCE = "AutoPreferredReplicaLeaderElection"
     CONTROLLED_SHUTDOWN = "ControlledShutdown"
+    PARTITION_MODIFICATIONS = "PartitionModifications"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,6 +83,7 @@ class _Event:
     enqueued_ns: int
     requester: Requester | None = None
     shutdown: ControlledShutdownRequest | None = None
+    topic: str | None = None
 
 
 _WATCH_EVENTS = {
@@ -91,6 +93,7 @@ _WATCH_EVENTS = {
     WatchKind.DELETE_TOPICS: EventKind.TOPIC_DELETION,
     WatchKind.ISR_CHANGES: EventKind.ISR_CHANGE_NOTIFICATION,
     WatchKind.PREFERRED_ELECTION: EventKind.PREFERRED_REPLICA_ELECTION,
+    WatchKind.PARTITION_MODIFICATIONS: EventKind.PARTITION_MODIFICATIONS,
 }
 
 
@@ -106,6 +109,7 @@ class _SessionChanged:
 class _WatchFired:
     kind: WatchKind
     generation: int
+    path: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,7 +248,10 @@ class ControllerActor(Actor[ControllerMessage]):
                 self._on_session_changed(ctx, message.event)
             case _WatchFired():
                 if message.generation == self.generation:
-                    self._enqueue(ctx, _Event(_WATCH_EVENTS[message.kind], ctx.now_ns))
+                    topic = None
+                    if message.kind is WatchKind.PARTITION_MODIFICATIONS:
+                        topic = message.path.rsplit("/", 1)[-1]
+                    self._enqueue(ctx, _Event(_WATCH_EVENTS[message.kind], ctx.now_ns, topic=topic))
             case _StepDone():
                 self._advance(ctx, message.step, value=message.result)
             case _StepFailed():
@@ -356,6 +363,9 @@ class ControllerActor(Actor[ControllerMessage]):
             return logic.on_isr_change_notification()
         if kind is EventKind.PREFERRED_REPLICA_ELECTION:
             return logic.on_preferred_replica_election()
+        if kind is EventKind.PARTITION_MODIFICATIONS:
+            assert event.topic is not None
+            return logic.on_partition_modifications(event.topic)
         if kind is EventKind.AUTO_REBALANCE:
             return logic.on_auto_rebalance(self.config.leader_imbalance_per_broker_percentage)
         raise AssertionError(f"no script for {kind}")
@@ -406,10 +416,10 @@ class ControllerActor(Actor[ControllerMessage]):
         watch = None
         if isinstance(request, Watched):
             kind, generation = request.kind, self.generation
-            fire = ctx.message_adapter(lambda _event: _WatchFired(kind, generation))
+            fire = ctx.message_adapter(lambda path: _WatchFired(kind, generation, str(path)))
 
             def watch(event: WatchEvent) -> None:
-                fire(event)
+                fire(event.path)
 
             request = request.request
         zk_request = request

@@ -50,6 +50,7 @@ from actors.election import (
 from actors.errors import ErrorCode
 from actors.protocol import BrokerEndpoint
 from actors.types import NO_LEADER, BrokerId, TopicPartition
+from actors.zk_data import TopicAssignment
 from runtime.coordination.base import CheckOp, CreateOp, SetDataOp, SetDataOpResult, Stat
 from runtime.coordination.errors import CoordinationError, NodeExistsError, NoNodeError
 from runtime.coordination.requests import (
@@ -89,6 +90,9 @@ class WatchKind(enum.Enum):
     DELETE_TOPICS = "delete_topics"
     ISR_CHANGES = "isr_change_notification"
     PREFERRED_ELECTION = "preferred_replica_election"
+    # A data watch on /brokers/topics/<t> (Kafka's PartitionModificationsHandler): the event
+    # carries the topic, taken from the watched path.
+    PARTITION_MODIFICATIONS = "partition_modifications"
 
 
 @dataclass(frozen=True, slots=True)
@@ -257,13 +261,8 @@ class ControllerLogic:
 
     def _load_topics(self) -> Script:
         context = self.context
-        topics = yield Watched(ZkGetChildrenData(zk_data.TOPICS_PATH, watch=True), WatchKind.TOPICS)
-        for topic, (data, _) in topics.items():
-            try:
-                assignment = zk_data.decode_topic_assignment(topic, data)
-            except zk_data.ZkDataError as error:
-                _log.error("ignoring an unreadable topic assignment for %s: %s", topic, error)
-                continue
+        names = yield Watched(ZkGetChildren(zk_data.TOPICS_PATH, watch=True), WatchKind.TOPICS)
+        for topic, assignment in (yield from self._read_assignments(names)).items():
             context.add_topic(topic, assignment.partitions)
         yield from self._load_topic_configs(list(context.assignments))
         paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in context.all_partitions()}
@@ -619,18 +618,27 @@ class ControllerLogic:
 
     # ------------------------------------------------------------------------------- topics
 
-    def on_topic_change(self) -> Script:
-        context = self.context
-        topics = yield Watched(ZkGetChildrenData(zk_data.TOPICS_PATH, watch=True), WatchKind.TOPICS)
-        new_topics: list[str] = []
-        for topic, (data, _) in sorted(topics.items()):
-            if topic in context.assignments:
-                continue
+    def _read_assignments(self, topics: Iterable[str]) -> Generator[Step, Any, dict[str, TopicAssignment]]:
+        """Each topic's assignment, read with a data watch (partition modifications)."""
+        paths = {topic: zk_data.topic_path(topic) for topic in topics}
+        found = yield Watched(ZkGetMany(tuple(paths.values()), watch=True), WatchKind.PARTITION_MODIFICATIONS)
+        assignments: dict[str, TopicAssignment] = {}
+        for topic, path in sorted(paths.items()):
+            value = found.get(path)
+            if value is None:
+                continue  # deleted meanwhile
             try:
-                assignment = zk_data.decode_topic_assignment(topic, data)
+                assignments[topic] = zk_data.decode_topic_assignment(topic, value[0])
             except zk_data.ZkDataError as error:
                 _log.error("ignoring an unreadable topic assignment for %s: %s", topic, error)
-                continue
+        return assignments
+
+    def on_topic_change(self) -> Script:
+        context = self.context
+        names = yield Watched(ZkGetChildren(zk_data.TOPICS_PATH, watch=True), WatchKind.TOPICS)
+        fresh = [topic for topic in names if topic not in context.assignments]
+        new_topics: list[str] = []
+        for topic, assignment in (yield from self._read_assignments(fresh)).items():
             context.add_topic(topic, assignment.partitions)
             new_topics.append(topic)
         if not new_topics:
@@ -642,6 +650,29 @@ class ControllerLogic:
             for replica in context.replicas(tp):
                 context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
         _log.info("new topics %s: %d partition(s)", new_topics, len(partitions))
+        yield from self._initialize_new_partitions(partitions)
+
+    def on_partition_modifications(self, topic: str) -> Script:
+        """Kafka's ``processPartitionModifications``: partitions added to an existing topic start
+        like a new topic's (replicas assigned by whoever rewrote the assignment)."""
+        context = self.context
+        found = (yield from self._read_assignments([topic])).get(topic)
+        if found is None or topic not in context.assignments:
+            return  # deleted, or not yet known (the topic-change handler will load it)
+        if topic in context.topics_to_delete:
+            _log.info("ignoring a partition change of %s: it is being deleted", topic)
+            return
+        known = context.assignments[topic]
+        added = {p: replicas for p, replicas in found.partitions.items() if p not in known}
+        if not added:
+            return
+        context.add_topic(topic, {**known, **added})
+        partitions = [TopicPartition(topic, p) for p in sorted(added)]
+        for tp in partitions:
+            context.set_partition_state(tp, PartitionMachineState.NEW)
+            for replica in context.replicas(tp):
+                context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
+        _log.info("new partitions of %s: %s", topic, sorted(added))
         yield from self._initialize_new_partitions(partitions)
 
     def on_topic_deletion(self) -> Script:

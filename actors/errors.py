@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 
-__all__ = ["ErrorCode"]
+__all__ = ["ErrorCode", "KafkaError"]
 
 
 class ErrorCode(enum.IntEnum):
@@ -49,6 +49,7 @@ class ErrorCode(enum.IntEnum):
     KAFKA_STORAGE_ERROR = 56
     SASL_AUTHENTICATION_FAILED = 58
     UNKNOWN_PRODUCER_ID = 59
+    TOPIC_DELETION_DISABLED = 73
     PREFERRED_LEADER_NOT_AVAILABLE = 80
     FENCED_LEADER_EPOCH = 74
     UNKNOWN_LEADER_EPOCH = 75
@@ -98,3 +99,20 @@ _RETRIABLE = _INVALID_METADATA | frozenset(
         ErrorCode.NOT_CONTROLLER,
     }
 )
+
+
+class KafkaError(Exception):
+    """A failure a client reports to its caller: Kafka's error code and the broker's message.
+
+    Clients (producer, consumer, admin) raise it, or a subclass, so callers can branch on
+    ``error_code`` (and ``retriable``) as Java clients branch on exception types.
+    """
+
+    def __init__(self, error_code: ErrorCode, message: str | None = None) -> None:
+        self.error_code = error_code
+        self.message = message or error_code.name
+        super().__init__(f"{error_code.name}: {self.message}" if message else error_code.name)
+
+    @property
+    def retriable(self) -> bool:
+        return self.error_code.retriable

@@ -18,6 +18,9 @@ anyone who knows Kafka's ZooKeeper data can read ours with ``zkCli.sh``:
 ``/admin/delete_topics/<t>``                    no data
 ``/admin/preferred_replica_election``           ``{"version":1,"partitions":[{"topic","partition"}]}``
 ``/config/topics/<t>``                          ``{"version":1,"config":{"key":"value"}}``
+``/config/changes/config_change_<seq>``         ``{"version":2,"entity_path":"topics/<t>"}``
+``/latest_producer_id_block``                   ``{"version":1,"broker":N,"block_start":"<id>",
+                                                "block_end":"<id>"}``
 =============================================== ================================================
 
 Rules kept here:
@@ -47,6 +50,7 @@ __all__ = [
     "BROKER_IDS_PATH",
     "BROKER_SEQUENCE_ID_PATH",
     "CONFIG_CHANGES_PATH",
+    "CONFIG_CHANGE_PREFIX",
     "CONFIG_PATH",
     "CONFIG_TOPICS_PATH",
     "CONTROLLER_EPOCH_PATH",
@@ -55,32 +59,39 @@ __all__ = [
     "HTTP_LISTENER_NAME",
     "ISR_CHANGE_NOTIFICATION_PATH",
     "ISR_CHANGE_NOTIFICATION_PREFIX",
+    "LATEST_PRODUCER_ID_BLOCK_PATH",
     "PERSISTENT_ZK_PATHS",
     "PREFERRED_REPLICA_ELECTION_PATH",
+    "PRODUCER_ID_BLOCK_SIZE",
     "TOPICS_PATH",
     "BrokerRegistration",
     "ControllerRegistration",
     "EndPoint",
     "PartitionState",
+    "ProducerIdBlock",
     "TopicAssignment",
     "TopicPartition",
     "ZkDataError",
     "broker_id_path",
     "decode_broker_registration",
+    "decode_config_change_notification",
     "decode_controller",
     "decode_controller_epoch",
     "decode_isr_change_notification",
     "decode_partition_state",
     "decode_preferred_replica_election",
+    "decode_producer_id_block",
     "decode_topic_assignment",
     "decode_topic_config",
     "delete_topic_path",
     "encode_broker_registration",
+    "encode_config_change_notification",
     "encode_controller",
     "encode_controller_epoch",
     "encode_isr_change_notification",
     "encode_partition_state",
     "encode_preferred_replica_election",
+    "encode_producer_id_block",
     "encode_topic_assignment",
     "encode_topic_config",
     "http_broker_registration",
@@ -110,6 +121,9 @@ PREFERRED_REPLICA_ELECTION_PATH: Final = "/admin/preferred_replica_election"
 CONFIG_PATH: Final = "/config"
 CONFIG_TOPICS_PATH: Final = "/config/topics"
 CONFIG_CHANGES_PATH: Final = "/config/changes"
+CONFIG_CHANGE_PREFIX: Final = "config_change_"
+LATEST_PRODUCER_ID_BLOCK_PATH: Final = "/latest_producer_id_block"
+PRODUCER_ID_BLOCK_SIZE: Final = 1000
 
 PERSISTENT_ZK_PATHS: Final[tuple[str, ...]] = (
     "/consumers",
@@ -579,3 +593,61 @@ def decode_topic_config(topic: str, data: bytes, *, path: str | None = None) -> 
         if not isinstance(value, str):
             raise reader.error(f"config.{key}", f"expected a string value, got {value!r}")
     return MappingProxyType(dict(raw))
+
+
+def encode_config_change_notification(topic: str) -> bytes:
+    """A ``/config/changes/config_change_<seq>`` znode: "the config of this entity changed"."""
+    return _dumps({"version": 2, "entity_path": f"topics/{_checked_topic(topic)}"})
+
+
+def decode_config_change_notification(data: bytes, *, path: str) -> tuple[str, str]:
+    """(entity type, entity name), e.g. ("topics", "orders"); version 1 is Kafka's older shape."""
+    reader = _Reader(path, data)
+    version = reader.version(1, 2)
+    if version == 1:
+        return reader.string("entity_type"), reader.string("entity_name")
+    entity_path = reader.string("entity_path")
+    entity_type, _, name = entity_path.partition("/")
+    if not name:
+        raise reader.error("entity_path", f"expected <type>/<name>, got {entity_path!r}")
+    return entity_type, name
+
+
+# ------------------------------------------------------------------------ producer id blocks
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ProducerIdBlock:
+    """A range of producer ids one broker hands out (Kafka's ``ProducerIdManager``)."""
+
+    broker_id: int
+    block_start: int
+    block_end: int
+
+
+def encode_producer_id_block(block: ProducerIdBlock) -> bytes:
+    # Kafka writes the ids as decimal strings (they are longs).
+    return _dumps(
+        {
+            "version": 1,
+            "broker": block.broker_id,
+            "block_start": str(block.block_start),
+            "block_end": str(block.block_end),
+        }
+    )
+
+
+def decode_producer_id_block(data: bytes, *, path: str = LATEST_PRODUCER_ID_BLOCK_PATH) -> ProducerIdBlock:
+    reader = _Reader(path, data)
+    reader.version(1)
+    bounds = []
+    for key in ("block_start", "block_end"):
+        raw = reader.string(key)
+        if not _DECIMAL.fullmatch(raw):
+            raise reader.error(key, f"expected a decimal id as a string, got {raw!r}")
+        bounds.append(int(raw))
+    if bounds[1] < bounds[0]:
+        raise reader.error("block_end", f"{bounds[1]} is below block_start {bounds[0]}")
+    return ProducerIdBlock(
+        broker_id=reader.integer("broker", minimum=0), block_start=bounds[0], block_end=bounds[1]
+    )

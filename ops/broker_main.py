@@ -134,6 +134,8 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
             port=settings.advertised_listener.port,
             default_log_config=settings.log_config,
             rack=settings.rack,
+            static_properties=settings.properties,
+            broker_config_entries=settings.config_entries(),
         ) as node:
             current = node
             metrics.add_collector(

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from actors.client_protocol import ConfigSource, DescribeConfigsEntry
 from actors.config import BrokerConfig
 from runtime.storage.config import BROKER_LOG_CONFIG_KEYS, LogConfig
 
@@ -79,6 +80,32 @@ class BrokerSettings:
     def describe(self) -> list[str]:
         """The effective configuration as ``key = value`` lines, secrets redacted (start-up banner)."""
         return [f"{key} = {value}" for key, value in sorted(redacted(self.properties).items())]
+
+    def config_entries(self) -> tuple[DescribeConfigsEntry, ...]:
+        """What DescribeConfigs shows for this broker: every key that was set (static), and
+        BrokerConfig's defaults for the rest; secrets flagged sensitive and never shown."""
+        entries: dict[str, DescribeConfigsEntry] = {}
+        for key, value in self.properties.items():
+            entries[key] = DescribeConfigsEntry(
+                name=key,
+                value=None if key in SECRET_KEYS else value,
+                read_only=True,
+                is_default=False,
+                source=ConfigSource.STATIC_BROKER_CONFIG,
+                is_sensitive=key in SECRET_KEYS,
+            )
+        for key, field in _BROKER_CONFIG_KEYS.items():
+            if key in entries:
+                continue
+            value = getattr(self.broker, field.name)
+            entries[key] = DescribeConfigsEntry(
+                name=key,
+                value=str(value).lower() if isinstance(value, bool) else str(value),
+                read_only=True,
+                is_default=True,
+                source=ConfigSource.DEFAULT_CONFIG,
+            )
+        return tuple(entries[key] for key in sorted(entries))
 
 
 # Keys of BrokerConfig: its fields with underscores turned into dots.

@@ -7,8 +7,8 @@ memory network. Everything else is identical, so a test cluster exercises the co
 runs.
 
 Start-up order: open the log dir (recovery runs here, in a worker thread for the OS file system),
-open the ZooKeeper session, start the actor system and the broker actor (which registers the broker
-and starts its tasks). Shutdown is the reverse: stop the actors (children first), close the logs
+open the ZooKeeper session, start the actor system, the broker actor (which registers the broker
+and starts its tasks), the admin actor (topic administration, producer ids) and the controller. Shutdown is the reverse: stop the actors (children first), close the logs
 cleanly (flush, checkpoints, clean-shutdown marker), close the session (the registration vanishes).
 """
 
@@ -19,13 +19,16 @@ import contextlib
 import functools
 import logging
 import random
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
+import actors.client_protocol
 import actors.protocol
 import runtime.messages
 from actors import zk_data
+from actors.admin_manager import AdminManagerActor
 from actors.broker import BROKER_ACTOR_NAME, BrokerActor
+from actors.client_protocol import ADMIN_ACTOR_NAME, DescribeConfigsEntry
 from actors.config import BrokerConfig
 from actors.controller import CONTROLLER_ACTOR_NAME, ControllerActor
 from actors.errors import ErrorCode
@@ -93,7 +96,7 @@ def _broker_epoch(node: BrokerNode) -> int:
 
 def wire_codec() -> Codec:
     """Every message that may cross between nodes."""
-    return Codec.from_modules(runtime.messages, actors.protocol)
+    return Codec.from_modules(runtime.messages, actors.protocol, actors.client_protocol)
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,6 +122,7 @@ class BrokerNode:
     log_manager: LogManager
     coordinator: Coordinator
     broker: ActorRef
+    admin: ActorRef
     controller: ActorRef | None = None
 
 
@@ -132,6 +136,8 @@ async def broker_node_context(
     port: int,
     default_log_config: LogConfig | None = None,
     rack: str | None = None,
+    static_properties: Mapping[str, str] | None = None,
+    broker_config_entries: tuple[DescribeConfigsEntry, ...] = (),
 ) -> AsyncIterator[BrokerNode]:
     """Run one broker node for the duration of the ``async with`` block."""
     clock = adapters.clock
@@ -174,6 +180,17 @@ async def broker_node_context(
                     address_book=adapters.address_book,
                 ),
             )
+            admin = system.spawn(
+                ADMIN_ACTOR_NAME,
+                lambda: AdminManagerActor(
+                    config=config,
+                    coordinator=coordinator,
+                    broker=broker,
+                    default_log_config=default_log_config or LogConfig(),
+                    static_broker_properties=static_properties,
+                    broker_config_entries=broker_config_entries,
+                ),
+            )
             controller = None
             if adapters.run_controller:
                 controller = system.spawn(
@@ -182,7 +199,7 @@ async def broker_node_context(
                         config=config, coordinator=coordinator, address_book=adapters.address_book
                     ),
                 )
-            node = BrokerNode(config, system, log_manager, coordinator, broker, controller)
+            node = BrokerNode(config, system, log_manager, coordinator, broker, admin, controller)
             try:
                 yield node
             finally:

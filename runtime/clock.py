@@ -28,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-__all__ = ["Clock", "LoopClock", "ManualClock", "TimerHandle"]
+__all__ = ["Clock", "LoopClock", "ManualClock", "TimerHandle", "wait_ms"]
 
 
 class TimerHandle(Protocol):
@@ -55,6 +55,22 @@ class Clock(Protocol):
     def call_later(self, delay_ms: int, callback: Callable[[], None]) -> TimerHandle:
         """Run ``callback`` once, ``delay_ms`` from now (negative delays run as soon as possible)."""
         ...
+
+
+async def wait_ms(clock: Clock, delay_ms: int) -> None:
+    """Wait ``delay_ms`` on ``clock``: a client's retry back-off outside any actor. A timer on the
+    Clock port (not an ambient sleep), so virtual time drives it where a ManualClock is used."""
+    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def fire() -> None:
+        if not future.done():
+            future.set_result(None)
+
+    handle = clock.call_later(delay_ms, fire)
+    try:
+        await future
+    finally:
+        handle.cancel()
 
 
 class LoopClock:

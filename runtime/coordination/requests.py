@@ -97,9 +97,10 @@ class ZkGetChildren:
 
 @dataclass(frozen=True, slots=True)
 class ZkGetMany:
-    """{path: (data, Stat) or None}."""
+    """{path: (data, Stat) or None}; with ``watch`` a data watch on each existing znode."""
 
     paths: tuple[str, ...]
+    watch: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,9 +205,14 @@ async def execute(coordinator: Coordinator, request: ZkRequest, watch: WatchCall
             return await coordinator.exists(path, watch=watch if wants_watch else None)
         case ZkGetChildren(path=path, watch=wants_watch):
             return await coordinator.get_children(path, watch=watch if wants_watch else None)
-        case ZkGetMany(paths=paths):
+        case ZkGetMany(paths=paths, watch=wants_watch):
+            each = watch if wants_watch else None
             return dict(
-                zip(paths, await asyncio.gather(*(_get_or_none(coordinator, p) for p in paths)), strict=True)
+                zip(
+                    paths,
+                    await asyncio.gather(*(_get_or_none(coordinator, p, each) for p in paths)),
+                    strict=True,
+                )
             )
         case ZkGetChildrenData(path=path, watch=wants_watch):
             children = await coordinator.get_children(path, watch=watch if wants_watch else None)
@@ -240,9 +246,11 @@ async def execute(coordinator: Coordinator, request: ZkRequest, watch: WatchCall
     raise AssertionError(f"unknown ZooKeeper request {request!r}")
 
 
-async def _get_or_none(coordinator: Coordinator, path: str) -> tuple[bytes, Stat] | None:
+async def _get_or_none(
+    coordinator: Coordinator, path: str, watch: WatchCallback | None = None
+) -> tuple[bytes, Stat] | None:
     try:
-        return await coordinator.get(path)
+        return await coordinator.get(path, watch=watch)
     except NoNodeError:
         return None
 

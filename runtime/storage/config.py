@@ -21,7 +21,17 @@ from typing import Any, Final
 
 from runtime.storage.records import CompressionType, TimestampType
 
-__all__ = ["LONG_MAX", "CompressionConfig", "FlushPolicy", "LogConfig", "RecordsValidation"]
+__all__ = [
+    "BROKER_KEYS_FOR_TOPIC_KEY",
+    "BROKER_LOG_CONFIG_KEYS",
+    "LONG_MAX",
+    "TOPIC_CONFIG_KEYS",
+    "CompressionConfig",
+    "FlushPolicy",
+    "LogConfig",
+    "RecordsValidation",
+    "topic_config_values",
+]
 
 LONG_MAX: Final = 9_223_372_036_854_775_807
 INT_MAX: Final = 2_147_483_647
@@ -298,3 +308,28 @@ BROKER_LOG_CONFIG_KEYS: Final[frozenset[str]] = frozenset(
     key for keys in _BROKER_KEYS.values() for key, _ in keys
 )
 """Every broker-level log default LogConfig.from_broker_properties reads (``log.segment.bytes``...)."""
+
+BROKER_KEYS_FOR_TOPIC_KEY: Final[dict[str, tuple[str, ...]]] = {
+    _FIELD_TO_TOPIC_KEY[field_name]: tuple(key for key, _ in keys)
+    for field_name, keys in _BROKER_KEYS.items()
+}
+"""Topic key -> the broker keys that set its default (``retention.ms`` -> ``log.retention.ms``...)."""
+
+
+def topic_config_values(config: LogConfig) -> dict[str, str]:
+    """Every topic-level key this engine uses, with its value in ``config`` written as Kafka
+    prints it (``kafka-configs.sh --describe``): enums by name, booleans in lower case."""
+    values: dict[str, str] = {}
+    for key, spec in _TOPIC_KEYS.items():
+        if spec.field is None:
+            continue
+        value = getattr(config, spec.field)
+        if isinstance(value, bool):
+            values[key] = "true" if value else "false"
+        elif isinstance(value, TimestampType):
+            values[key] = "LogAppendTime" if value is TimestampType.LOG_APPEND_TIME else "CreateTime"
+        elif isinstance(value, enum.Enum):
+            values[key] = str(value.value)
+        else:
+            values[key] = str(value)
+    return values

@@ -1,0 +1,151 @@
+"""A client process's presence on the cluster: its actor system, transport and bootstrap servers.
+
+Clients (producer, consumer, admin, the CLI tools) talk to brokers as actors do: an ask is one
+authenticated POST to a broker's internal endpoint, the reply is the response body. A client node
+serves nothing, so every exchange is an ask.
+
+Rules kept:
+* ``bootstrap.servers`` (``host:port[,host:port...]``) are reached before any broker id is known:
+  each is the node ``bootstrap-<i>``; the first Metadata response names the brokers, and from then
+  on they are addressed by broker id (as Kafka's client does with its negative bootstrap node ids).
+* The shared secret comes from the client properties (``internal.auth.secret``, e.g. from
+  ``--command-config``), else ``ACTORLOG_INTERNAL_AUTH_SECRET``, else the ``client.properties``
+  that ``actorlog cluster up`` writes into its data directory (``./actorlog-data`` by default).
+  Missing everywhere is a clear error, never an unauthenticated attempt.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Final
+
+from actors.broker import BROKER_ACTOR_NAME
+from actors.protocol import BrokerEndpoint
+from actors.types import broker_node
+from ops.config import ConfigError, parse_properties
+from ops.wiring import wire_codec
+from runtime.clock import Clock
+from runtime.ref import ActorRef
+from runtime.rng import fresh_seed, node_rng
+from runtime.system import ActorSystem
+from runtime.transport.addresses import AddressBook
+from runtime.transport.http import HttpTransport
+
+__all__ = [
+    "DEFAULT_DATA_DIR",
+    "SECRET_ENV",
+    "ClientNode",
+    "load_client_properties",
+    "parse_bootstrap_servers",
+    "resolve_secret",
+]
+
+SECRET_ENV: Final = "ACTORLOG_INTERNAL_AUTH_SECRET"
+DEFAULT_DATA_DIR: Final = Path("actorlog-data")
+_HOST_PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:\s]+):(?P<port>\d{1,5})$")
+
+
+def parse_bootstrap_servers(raw: str | Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """``host:port[,host:port...]`` → ``((host, port), ...)``, or a ConfigError naming the bad part."""
+    parts = [raw] if isinstance(raw, str) else list(raw)
+    servers: list[tuple[str, int]] = []
+    for part in (p.strip() for chunk in parts for p in chunk.split(",")):
+        if not part:
+            continue
+        match = _HOST_PORT.match(part.removeprefix("http://"))
+        if match is None or not 0 < int(match.group("port")) <= 65535:
+            raise ConfigError(f"bootstrap server {part!r} is not host:port")
+        servers.append((match.group("host").strip("[]"), int(match.group("port"))))
+    if not servers:
+        raise ConfigError("bootstrap.servers is empty: give at least one host:port")
+    return tuple(servers)
+
+
+def load_client_properties(path: str | os.PathLike[str] | None) -> dict[str, str]:
+    """The client properties file (``--command-config``/``--producer.config``...), or nothing."""
+    if path is None:
+        return {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"cannot read client properties {str(path)!r}: {error.strerror}") from None
+    return parse_properties(text)
+
+
+def resolve_secret(properties: Mapping[str, str], *, data_dir: Path = DEFAULT_DATA_DIR) -> str:
+    secret = properties.get("internal.auth.secret") or os.environ.get(SECRET_ENV)
+    if not secret:
+        fallback = data_dir / "client.properties"
+        if fallback.is_file():
+            secret = load_client_properties(fallback).get("internal.auth.secret")
+    if not secret:
+        raise ConfigError(
+            "no credential for the brokers: set internal.auth.secret in the client properties "
+            f"(--command-config FILE), or {SECRET_ENV}, or run from the directory where "
+            "`actorlog cluster up` wrote actorlog-data/client.properties"
+        )
+    return secret
+
+
+class ClientNode:
+    """An actor system for client actors, able to reach the bootstrap servers and, once learnt,
+    every broker. Use as ``async with ClientNode(...) as node:``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str],
+        *,
+        secret: str,
+        client_id: str = "actorlog-client",
+        clock: Clock | None = None,
+        max_body_bytes: int = 104_857_600,
+    ) -> None:
+        self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
+        self.client_id = client_id
+        self.address_book = AddressBook()
+        for index, (host, port) in enumerate(self.bootstrap_servers):
+            self.address_book.set(self._bootstrap_node(index), f"http://{_url_host(host)}:{port}")
+        node_id = f"client-{client_id}-{uuid.uuid4().hex[:8]}"
+        self.system = ActorSystem(
+            node_id,
+            clock=clock,
+            rng=node_rng(fresh_seed(), node_id),
+            transport=HttpTransport(
+                wire_codec(), secret=secret, resolve=self.address_book.resolve, max_body_bytes=max_body_bytes
+            ),
+        )
+
+    @staticmethod
+    def _bootstrap_node(index: int) -> str:
+        return f"bootstrap-{index}"
+
+    @property
+    def bootstrap_refs(self) -> tuple[ActorRef, ...]:
+        """The broker actor behind each bootstrap server, in the order given."""
+        return tuple(
+            ActorRef(node_id=self._bootstrap_node(i), name=BROKER_ACTOR_NAME)
+            for i in range(len(self.bootstrap_servers))
+        )
+
+    def learn(self, brokers: Iterable[BrokerEndpoint]) -> None:
+        """Record where each broker (from a Metadata response) is reached."""
+        for endpoint in brokers:
+            self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
+
+    async def __aenter__(self) -> ClientNode:
+        await self.system.__aenter__()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.system.__aexit__(exc_type, exc, traceback)
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
