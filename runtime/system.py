@@ -752,7 +752,7 @@ class ActorSystem:
         future = self._reply_future(str(target), timeout_ms)
         requester = future.requester
         cell.enqueue(Envelope(message, None, requester))
-        return await future.result
+        return await future.result()
 
     def tell(self, target: ActorRef, message: object, *, sender: ActorRef | None = None) -> None:
         """Tell from outside any actor."""
@@ -760,17 +760,30 @@ class ActorSystem:
 
     def _reply_future(self, target: str, timeout_ms: int) -> _PendingReply:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        # From the moment the answer exists until whoever awaits it has resumed (and, for a
+        # remote asker, posted it to its actor's mailbox, which counts from there), the answer is
+        # in flight: it counts as activity so wait_idle cannot slip into that gap.
+        in_flight: list[_ActivityUnit] = []
 
         def deliver(reply: object) -> None:
             if not future.done():
+                in_flight.append(_ActivityUnit(self.activity))
                 future.set_result(reply)
 
         def fail(failure: AskFailure) -> None:
             if not future.done():
+                in_flight.append(_ActivityUnit(self.activity))
                 future.set_exception(_error_of(failure))
 
+        async def result() -> Any:
+            try:
+                return await future
+            finally:
+                for unit in in_flight:
+                    unit.release()
+
         requester = self._new_route(_Route(deliver, fail, target, timeout_ms))
-        return _PendingReply(requester, future)
+        return _PendingReply(requester, result)
 
     # -------------------------------------------------------------------------------- pipes
 
@@ -804,7 +817,7 @@ class ActorSystem:
     async def deliver_ask(self, envelope: WireEnvelope) -> object:
         return await (await self.submit_ask(envelope))
 
-    async def submit_ask(self, envelope: WireEnvelope) -> asyncio.Future[Any]:
+    async def submit_ask(self, envelope: WireEnvelope) -> Awaitable[Any]:
         cell = self._cells.get(envelope.target)
         if cell is None:
             raise UnknownActorError(f"{envelope.target}@{self.node_id}")
@@ -815,7 +828,7 @@ class ActorSystem:
         except MailboxClosedError:
             self._routes.pop(pending.requester.reply_id, None)
             raise UnknownActorError(f"{envelope.target}@{self.node_id}") from None
-        return pending.result
+        return pending.result()
 
     # ---------------------------------------------------------------------------- observing
 
@@ -860,7 +873,8 @@ class _ActivityUnit:
 @dataclass(frozen=True, slots=True)
 class _PendingReply:
     requester: Requester
-    result: asyncio.Future[Any]
+    # Await exactly once: it releases the answer's activity when the awaiting side resumes.
+    result: Callable[[], Awaitable[Any]]
 
 
 def _failure_of(error: TransportError, target: ActorRef) -> AskFailure:

@@ -16,8 +16,7 @@ for both the memory and the HTTP transport):
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, Protocol
 
 from runtime.codec import WireEnvelope
@@ -41,8 +40,9 @@ class InboundHandler(Protocol):
         """Enqueue an ask and wait for its reply. Raises UnknownActorError or AskTimeoutError."""
         ...
 
-    async def submit_ask(self, envelope: WireEnvelope) -> asyncio.Future[object]:
-        """Enqueue an ask (waiting for capacity) and return the future of its reply."""
+    async def submit_ask(self, envelope: WireEnvelope) -> Awaitable[object]:
+        """Enqueue an ask (waiting for capacity) and return its reply, to be awaited exactly once
+        (the reply counts as activity until the awaiting side resumes)."""
         ...
 
 

@@ -218,15 +218,8 @@ class InProcessCluster:
     # ------------------------------------------------------------------------------ time
 
     async def settle(self) -> None:
-        """Wait until the whole cluster is quiet.
-
-        ``Activity.wait_idle`` alone can return one loop iteration too early: the reply to a
-        remote ask is not counted between the moment the answering actor resolves it and the
-        moment the asker's transport task posts it to the asker's mailbox (one task wake-up), and
-        ``wait_idle``'s own wake-up may be queued before that task's. Waiting a second time lets
-        that wake-up run (it is already queued), so a reply in that window is then counted.
-        """
-        await self.activity.wait_idle()
+        """Wait until the whole cluster is quiet (answers in flight between nodes count as
+        activity until the asker has them, so one wait is enough)."""
         await self.activity.wait_idle()
 
     async def advance(self, delta_ms: int) -> None:
