@@ -48,7 +48,6 @@ from actors.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse, P
 from actors.types import broker_node
 from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
 from runtime.clock import wait_ms
-from runtime.errors import RemoteRequestError, TransportError
 from runtime.ref import ActorRef
 
 __all__ = [
@@ -308,29 +307,19 @@ class Admin:
         timeout runs out."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (self._api_timeout_ms + extra_ms) / 1000
-        failures: list[str] = []
-        while loop.time() < deadline:
-            for candidate in self._candidates():
-                remaining_ms = int((deadline - loop.time()) * 1000)
-                if remaining_ms <= 0:
-                    break
-                target = ActorRef(node_id=candidate.node_id, name=actor)
-                try:
-                    return await self._ask(
-                        target, message, min(remaining_ms, self._request_timeout_ms + extra_ms)
-                    )
-                except TransportError as error:
-                    if isinstance(error, RemoteRequestError) and error.status == 401:
-                        raise KafkaError(
-                            ErrorCode.SASL_AUTHENTICATION_FAILED,
-                            "the broker refused this client's credential (internal.auth.secret)",
-                        ) from None
-                    failures.append(f"{candidate.node_id}: {error}")
+        while True:
+            remaining_ms = int((deadline - loop.time()) * 1000)
+            targets = [ActorRef(node_id=c.node_id, name=actor) for c in self._candidates()]
+            try:
+                return await self._node.ask_first(
+                    targets,
+                    message,
+                    timeout_ms=max(1, min(remaining_ms, self._request_timeout_ms + extra_ms)),
+                )
+            except KafkaError as error:
+                if error.error_code is not ErrorCode.NETWORK_EXCEPTION or loop.time() >= deadline:
+                    raise
             await wait_ms(self._node.system.clock, _RETRY_BACKOFF_MS)
-        raise KafkaError(
-            ErrorCode.REQUEST_TIMED_OUT,
-            "no broker answered within the timeout: " + "; ".join(dict.fromkeys(failures[-3:])),
-        )
 
     async def _ask(self, target: ActorRef, message: object, timeout_ms: int) -> Any:
         return await self._node.system.ask(target, message, timeout_ms=timeout_ms)

@@ -22,14 +22,16 @@ import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Final
+from typing import Any, Final
 
 from actors.broker import BROKER_ACTOR_NAME
+from actors.errors import ErrorCode, KafkaError
 from actors.protocol import BrokerEndpoint
 from actors.types import broker_node
 from ops.config import ConfigError, parse_properties
 from ops.wiring import wire_codec
 from runtime.clock import Clock
+from runtime.errors import RemoteRequestError, TransportError
 from runtime.ref import ActorRef
 from runtime.rng import fresh_seed, node_rng
 from runtime.system import ActorSystem
@@ -107,6 +109,7 @@ class ClientNode:
     ) -> None:
         self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
         self.client_id = client_id
+        self.known_brokers: dict[int, BrokerEndpoint] = {}
         self.address_book = AddressBook()
         for index, (host, port) in enumerate(self.bootstrap_servers):
             self.address_book.set(self._bootstrap_node(index), f"http://{_url_host(host)}:{port}")
@@ -136,6 +139,28 @@ class ClientNode:
         """Record where each broker (from a Metadata response) is reached."""
         for endpoint in brokers:
             self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
+            self.known_brokers[endpoint.broker_id] = endpoint
+
+    async def ask_first(self, targets: Sequence[ActorRef], message: object, *, timeout_ms: int) -> Any:
+        """Ask each target in turn until one answers. A refused credential stops at once (no
+        other broker will accept it either); when none answers, NETWORK_EXCEPTION."""
+        failures: list[str] = []
+        for target in targets:
+            try:
+                return await self.system.ask(target, message, timeout_ms=timeout_ms)
+            except RemoteRequestError as error:
+                if error.status == 401:
+                    raise KafkaError(
+                        ErrorCode.SASL_AUTHENTICATION_FAILED,
+                        "the broker refused this client's credential (internal.auth.secret)",
+                    ) from None
+                failures.append(f"{target.node_id}: {error}")
+            except TransportError as error:
+                failures.append(f"{target.node_id}: {error}")
+        raise KafkaError(
+            ErrorCode.NETWORK_EXCEPTION,
+            "no broker answered: " + "; ".join(failures[-3:] or ["no broker known"]),
+        )
 
     async def __aenter__(self) -> ClientNode:
         await self.system.__aenter__()
