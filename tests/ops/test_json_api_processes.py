@@ -157,10 +157,15 @@ async def test_a_real_broker_serves_every_documented_route_behind_the_secret(bro
         + b"Content-Type: application/json\r\nContent-Length: 200000000\r\nConnection: close\r\n\r\n"
     )
     await writer.drain()
-    raw = await asyncio.wait_for(reader.read(), timeout=30)
-    writer.close()
-    head, _, payload = raw.partition(b"\r\n\r\n")
+    head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), timeout=30)
     assert head.startswith(b"HTTP/1.1 413"), head
+    (length,) = [
+        int(line.split(b":")[1])
+        for line in head.split(b"\r\n")
+        if line.lower().startswith(b"content-length:")
+    ]
+    payload = await asyncio.wait_for(reader.readexactly(length), timeout=30)
+    writer.close()
     assert orjson.loads(payload)["error"] == "MESSAGE_TOO_LARGE"
 
 
@@ -179,14 +184,22 @@ async def test_acks_variants_and_not_enough_replicas_on_real_brokers(brokers: Br
 
     await asyncio.gather(brokers.cluster.kill(2, signal.SIGKILL), brokers.cluster.kill(3, signal.SIGKILL))
     await brokers.cluster.wait_for_partition_state(tp, lambda state: state.isr == (1,), timeout_s=30)
-    status, refused = await brokers.produce(1, tp.topic, [{"value": "lost?"}])
+    # The controller shrinks the ISR in ZooKeeper before the leader applies it: a produce in that
+    # window is appended, then answered NOT_ENOUGH_REPLICAS_AFTER_APPEND (as Kafka does). Once a
+    # produce has been answered either way, the leader knows its ISR is too small.
+    status, first = await brokers.produce(1, tp.topic, [{"value": "maybe appended"}])
+    assert (status, first["error"]) in {
+        (503, "NOT_ENOUGH_REPLICAS"),
+        (503, "NOT_ENOUGH_REPLICAS_AFTER_APPEND"),
+    }
+    appended = first["error"] == "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    status, refused = await brokers.produce(1, tp.topic, [{"value": "refused"}])
     assert (status, refused["error"], refused["records"][0]["error"]) == (
-        503,
-        "NOT_ENOUGH_REPLICAS",
-        "NOT_ENOUGH_REPLICAS",
-    )
+        503, "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS",
+    )  # fmt: skip
+    assert "min.insync.replicas" in refused["records"][0]["message"]
     status, accepted = await brokers.produce(1, tp.topic, [{"value": "leader only"}], acks="1")
-    assert (status, accepted["records"][0]["offset"]) == (200, 3)
+    assert (status, accepted["records"][0]["offset"]) == (200, 4 if appended else 3)
 
 
 async def test_reads_and_writes_follow_the_leader_when_it_is_killed(brokers: Brokers) -> None:
@@ -201,8 +214,9 @@ async def test_reads_and_writes_follow_the_leader_when_it_is_killed(brokers: Bro
         tp, lambda s: s.leader in (1, 3) and s.leader_epoch > state.leader_epoch, timeout_s=30
     )
     # Broker 1 may still name broker 2 in its metadata for a moment: the read retries until it
-    # learns the new leader, within its deadline.
-    status, read = await brokers.read(1, tp.topic, 0, offset=0)
+    # learns the new leader, within its deadline. The new leader's high watermark may trail the
+    # records it has (until the other follower fetches from it): the long poll waits for it.
+    status, read = await brokers.read(1, tp.topic, 0, offset=0, timeout_ms=20_000)
     assert (status, [r["value"] for r in read["records"]]) == (200, [0, 1, 2, 3, 4])
     status, more = await brokers.produce(1, tp.topic, [{"value": 5}])
     assert (status, more["records"][0]["offset"]) == (200, 5)
