@@ -57,6 +57,7 @@ from actors.protocol import MetadataRequest, MetadataResponse
 from actors.types import broker_node
 from runtime.actor import Actor
 from runtime.context import Context
+from runtime.histogram import HistogramSnapshot
 from runtime.messages import AskFailure, AskTimedOut, PeerUnavailable, Requester, UnknownActor
 from runtime.ref import ActorRef
 from runtime.transport.addresses import AddressBook
@@ -127,6 +128,8 @@ class ProducerStatistics:
     records_sent_total: int
     record_errors_total: int
     record_retries_total: int
+    # Records retried, by the error that caused the retry (Kafka's record-retry-rate, by cause).
+    record_retries_by_error: dict[str, int]
     batches_sent_total: int
     requests_sent_total: int
     bytes_sent_total: int
@@ -139,6 +142,7 @@ class ProducerStatistics:
     metadata_updates_total: int
     metadata_failures_total: int
     producer_id_resets_total: int
+    request_latency: HistogramSnapshot
 
 
 class ProducerActor(Actor[ProducerMessage]):
@@ -174,6 +178,17 @@ class ProducerActor(Actor[ProducerMessage]):
     def on_start(self, ctx: Context[ProducerMessage]) -> None:
         # The sticky partitioner's randomness is the node's seeded one, so tests are repeatable.
         self._sender = Sender(self.config, ctx.rng)
+
+    def on_stop(self, ctx: Context[ProducerMessage]) -> None:
+        """Stopping (shut down, or failed: producers are spawned with a stop strategy) leaves no
+        record without an outcome: whatever is pending fails with ProducerClosedError."""
+        sender = self._sender
+        outcomes = []
+        if sender is not None:
+            if sender.has_pending():
+                sender.abort(ProducerClosedError("the producer stopped before these records completed"))
+            outcomes = sender.take_outcomes()
+        ctx.tell(self.results, ProducerResults(outcomes, stopped=True))
 
     # ------------------------------------------------------------------------------ dispatch
 
@@ -225,6 +240,7 @@ class ProducerActor(Actor[ProducerMessage]):
             records_sent_total=sender.records_sent_total,
             record_errors_total=sender.record_errors_total,
             record_retries_total=sender.record_retries_total,
+            record_retries_by_error=dict(sender.retries_by_error),
             batches_sent_total=sender.batches_sent_total,
             requests_sent_total=sender.requests_sent_total,
             bytes_sent_total=sender.bytes_sent_total,
@@ -237,6 +253,7 @@ class ProducerActor(Actor[ProducerMessage]):
             metadata_updates_total=sender.metadata.updates_total,
             metadata_failures_total=sender.metadata.failed_updates_total,
             producer_id_resets_total=0 if idempotence is None else idempotence.producer_id_resets_total,
+            request_latency=sender.request_latency.snapshot(),
         )
 
     # ------------------------------------------------------------------------------ handlers
@@ -392,11 +409,15 @@ class ProducerActor(Actor[ProducerMessage]):
             for endpoint in response.brokers:
                 self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
         if response.brokers:
+            answered = self._current_node()
             self._learned = tuple(
                 ActorRef(node_id=broker_node(endpoint.broker_id), name=BROKER_ACTOR_NAME)
                 for endpoint in sorted(response.brokers, key=lambda e: e.broker_id)
             )
-            self._node_index = 0
+            # Stay with the broker that answers (a listed broker may be the one that just died);
+            # one reached through a bootstrap address starts the learned list from its beginning.
+            candidates = self._learned + self.bootstrap
+            self._node_index = candidates.index(answered) if answered in self._learned else 0
         for topic in response.topics:
             if topic.error_code is not ErrorCode.NONE:
                 ctx.log.debug("metadata for topic %s: %s", topic.name, topic.error_code.name)

@@ -90,6 +90,7 @@ class ProducerBatch:
         "producer_epoch",
         "producer_id",
         "records",
+        "sent_as_next_sequence",
         "sequence_reset",
         "tp",
     )
@@ -124,6 +125,9 @@ class ProducerBatch:
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.base_sequence = NO_SEQUENCE
         self.sequence_reset = False
+        # Whether every earlier sequence of its partition was acknowledged when this attempt was
+        # sent (see producer_idempotence.py: requests to a broker are not ordered in transit here).
+        self.sent_as_next_sequence = False
 
     def __repr__(self) -> str:
         return (

@@ -16,11 +16,17 @@ Rules kept
   unresolved; a retried batch only when it is the first unresolved sequence (retries go one at a
   time, in order).
 * ``can_retry`` (non-retriable codes the idempotence allows to retry):
-  OUT_OF_ORDER_SEQUENCE_NUMBER when the partition is not unresolved and the batch is not the next
-  expected one (an earlier batch failed and will be retried first) or its sequence was reset;
+  OUT_OF_ORDER_SEQUENCE_NUMBER when the partition is not unresolved and the batch was not the next
+  expected one *when it was sent* (an earlier batch was still in flight: it may have failed, or
+  arrived later) or its sequence was reset. Kafka asks "is it the next one now?", which is the same
+  question on one TCP connection, where requests reach the broker in the order sent; here asks to a
+  broker travel concurrently and may overtake each other, so a batch sent behind unacknowledged
+  ones can be rejected before its predecessor arrives and must be retried, not declared a gap.
+  A batch sent as the next one and still rejected is a real gap (fatal, below);
   UNKNOWN_PRODUCER_ID when the response has no log start offset, when the batch's sequence was
-  reset, or when the last acknowledged offset is below the log start offset (the broker deleted
-  our state with the log head: sequences restart at 0 for this partition).
+  reset, when it was sent behind unacknowledged batches (it may have overtaken the very first one),
+  or when the last acknowledged offset is below the log start offset (the broker deleted our state
+  with the log head: sequences restart at 0 for this partition).
 * A batch that fails for good with OUT_OF_ORDER_SEQUENCE_NUMBER or UNKNOWN_PRODUCER_ID *resets the
   producer id*: the id, epoch and every partition's sequences are discarded and a new id is
   requested (InitProducerId). Batches never sent get sequences from 0 under the new id; batches
@@ -144,10 +150,12 @@ class IdempotenceManager:
         tp = batch.tp
         if error is ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER:
             return not self.has_unresolved_sequence(tp) and (
-                batch.sequence_reset or not self.is_next_sequence(tp, batch.base_sequence)
+                batch.sequence_reset or not batch.sent_as_next_sequence
             )
         if error is ErrorCode.UNKNOWN_PRODUCER_ID:
-            if log_start_offset == -1 or batch.sequence_reset:
+            if log_start_offset == -1 or batch.sequence_reset or not batch.sent_as_next_sequence:
+                # Unknown offsets; already renumbered; or it overtook the producer's first batch in
+                # transit (a broker with no state yet wants sequence 0 first): retry as it is.
                 return True
             state = self.partitions.get(tp)
             last_acked_offset = -1 if state is None else state.last_acked_offset

@@ -128,7 +128,11 @@ class SendRecords:
 
 @dataclass(frozen=True, slots=True)
 class ProducerResults:
+    """Outcomes of finished records. ``stopped`` says the producer actor has stopped (closed, or
+    failed): nothing more will complete, and later sends cannot."""
+
     outcomes: Sequence[BatchOutcome]
+    stopped: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -66,6 +66,7 @@ from actors.producer_metadata import ProducerMetadata, TopicInfo
 from actors.producer_protocol import BatchOutcome, OutgoingRecord
 from actors.protocol import ProducePartitionData, ProduceRequest, ProduceResponse
 from actors.types import TopicPartition
+from runtime.histogram import Histogram
 from runtime.storage.records import RECORD_BATCH_OVERHEAD
 
 __all__ = ["PreparedRequest", "Sender"]
@@ -84,6 +85,7 @@ class PreparedRequest:
 class _InFlightRequest:
     node: int
     batches: dict[TopicPartition, ProducerBatch]
+    sent_ms: int
 
 
 @dataclass(slots=True)
@@ -123,6 +125,9 @@ class Sender:
         self.records_sent_total = 0
         self.record_errors_total = 0
         self.record_retries_total = 0
+        self.retries_by_error: dict[str, int] = {}
+        # Send to answer of produce requests (Kafka's request-latency), in seconds.
+        self.request_latency = Histogram()
         self.batches_sent_total = 0
         self.requests_sent_total = 0
         self.bytes_sent_total = 0
@@ -227,9 +232,9 @@ class Sender:
         drained = accumulator.drain(
             self.metadata, nodes, self.config.max_request_size, now_ms, self.idempotence
         )
-        return [self._prepare(node, batches) for node, batches in drained.items()]
+        return [self._prepare(node, batches, now_ms) for node, batches in drained.items()]
 
-    def _prepare(self, node: int, batches: list[ProducerBatch]) -> PreparedRequest:
+    def _prepare(self, node: int, batches: list[ProducerBatch], now_ms: int) -> PreparedRequest:
         config = self.config
         partitions = tuple(
             ProducePartitionData(topic=b.tp.topic, partition=b.tp.partition, records=b.close())
@@ -246,12 +251,15 @@ class Sender:
                 self._complete(batch, -1, -1)
             return PreparedRequest(0, node, request)
         request_id = next(self._request_ids)
-        self.in_flight[request_id] = _InFlightRequest(node, {b.tp: b for b in batches})
+        self.in_flight[request_id] = _InFlightRequest(node, {b.tp: b for b in batches}, now_ms)
         self.in_flight_per_node[node] = self.in_flight_per_node.get(node, 0) + 1
+        idempotence = self.idempotence
         for batch in batches:
             self.in_flight_batches.setdefault(batch.tp, []).append(batch)
             if config.guarantee_message_order:
                 self.accumulator.mute_partition(batch.tp)
+            if idempotence is not None:
+                batch.sent_as_next_sequence = idempotence.is_next_sequence(batch.tp, batch.base_sequence)
         return PreparedRequest(request_id, node, request)
 
     def next_wakeup_ms(self, now_ms: int) -> int:
@@ -284,6 +292,7 @@ class Sender:
             return
         self.expire(now_ms)  # before the answers, in-flight batches included: §13.5 #45
         request = self._finish_request(request_id)
+        self.request_latency.observe((now_ms - request.sent_ms) / 1000)
         answers = {(p.topic, p.partition): p for p in response.partitions}
         for tp, batch in request.batches.items():
             answer = answers.get((tp.topic, tp.partition))
@@ -356,6 +365,9 @@ class Sender:
             if idempotence is None or idempotence.has_producer_id(batch.producer_id, batch.producer_epoch):
                 self.accumulator.reenqueue(batch, now_ms)
                 self.record_retries_total += batch.record_count
+                self.retries_by_error[error.name] = (
+                    self.retries_by_error.get(error.name, 0) + batch.record_count
+                )
             else:
                 self._fail_batch(
                     batch,

@@ -480,6 +480,33 @@ def test_a_fatal_out_of_order_sequence_resets_the_producer_id() -> None:
     assert h.statistics().producer_id_resets_total == 1
 
 
+def test_batches_that_overtook_their_predecessors_in_transit_are_retried_not_fatal() -> None:
+    """Asks to one broker may arrive out of order. Sequence 1 reaching the leader before 0 is
+    UNKNOWN_PRODUCER_ID (no state yet); later, 3 before 2 is OUT_OF_ORDER_SEQUENCE_NUMBER; both
+    answers are handled after their predecessor's success. They were sent behind unacknowledged
+    batches, so these are reorderings, not gaps: retried as they are, nothing lost or reset."""
+    h = Harness(retry_backoff_ms=10)
+    leader = LogBackedLeader(h.clock)
+    names = h.start({TP0: 1}, b"v0")
+    names += h.send(b"v1")
+    for expected_error in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
+        earlier, later = h.produce_asks()
+        overtaking = leader.handle(later.message)  # type: ignore[arg-type]
+        assert overtaking.partitions[0].error_code is expected_error
+        h.answer_with(earlier, leader)
+        h.reply(later, overtaking)
+        assert h.result(names[-1]) is None
+        h.advance(10)
+        h.answer_with(h.take(ProduceRequest), leader)
+        names += h.send(b"v%d" % len(names))
+        names += h.send(b"v%d" % len(names))
+    h.answer_with(h.produce_asks()[0], leader)
+    h.answer_with(h.produce_asks()[0], leader)
+    assert [getattr(h.result(n), "offset", None) for n in names] == list(range(6))
+    assert leader.values(TP0) == [b"v%d" % i for i in range(6)]
+    assert h.statistics().producer_id_resets_total == 0
+
+
 def test_unknown_producer_id_after_log_start_moved_restarts_the_partitions_sequences() -> None:
     """The broker lost the producer's state with the head of the log (retention): the batch is
     renumbered from 0 and retried under the same producer id."""

@@ -4,9 +4,9 @@
   ``Log``s (on a memory file system) — so duplicates of an idempotent producer's retries are
   recognised and sequence gaps rejected by the storage engine's own producer state, not by a script.
   A test can make it refuse appends for a partition (``refuse``: an error code, nothing written).
-* ``ReplyDroppingTransport`` wraps a client node's transport: a seeded fraction of ProduceRequest
-  answers is discarded *after* the broker handled the request, and the asker sees a network error
-  — the classic way a non-idempotent retry writes a record twice.
+* ``ReplyDroppingTransport`` wraps a client node's transport: a seeded fraction of the answers to
+  ProduceRequests the broker fully wrote is discarded, and the asker sees a network error — the
+  classic way a non-idempotent retry writes a record twice.
 * ``read_partition`` reads a partition back through the broker's consumer fetch path.
 """
 
@@ -140,7 +140,12 @@ class ReplyDroppingTransport:
         reply = await self.inner.ask(node_id, envelope, timeout_ms, on_sent)
         request = envelope.message
         if isinstance(request, ProduceRequest) and self.enabled:
-            wanted = self.should_drop is None or self.should_drop(request)
+            # Only the answers of requests the broker fully wrote are lost: then a retry that writes
+            # again is exactly one duplicate per record, which a test can count.
+            written = isinstance(reply, ProduceResponse) and all(
+                p.error_code is ErrorCode.NONE for p in reply.partitions
+            )
+            wanted = written and (self.should_drop is None or self.should_drop(request))
             if wanted and self.rng.random() < self.fraction:
                 self.stats.dropped += 1
                 self.stats.dropped_requests.append(request)

@@ -1,0 +1,452 @@
+"""The public asyncio producer: Kafka's ``KafkaProducer`` for actorlog.
+
+    async with Producer("localhost:9092", config={"linger.ms": 5}) as producer:
+        metadata = await producer.send("orders", b"value", key=b"key")      # waits for the ack
+        future = producer.send_nowait("orders", b"more")                      # pipelined
+        await producer.flush()
+
+Configuration uses Kafka's producer keys (``actors/producer_config.py``): from a properties file
+(``properties_file=``), a ``config={...}`` dict, and keyword arguments with underscores for dots
+(``linger_ms=5``), later ones winning. ``enable.idempotence`` is on by default, so ``acks`` is
+``all``. The shared secret comes from ``secret=``, else ``internal.auth.secret``, else
+``ACTORLOG_INTERNAL_AUTH_SECRET``, else ``actorlog-data/client.properties``
+(``ops/clients/connection.py``).
+
+Theory of operation
+-------------------
+A ``ProducerActor`` (``actors/producer.py``) does the work on the client's own actor system. This
+class is its edge:
+
+* ``send_nowait`` creates the record's future and appends the record to a chunk; the chunk goes to
+  the actor as one message at the end of the current event-loop turn (``call_soon``), or as soon as
+  it holds 512 records, so a loop of sends costs a list append per record, not an actor message
+  (``enqueue``/``send`` then give the loop one turn so the actor runs meanwhile);
+* a small results actor receives ``ProducerResults`` (one message per batch group) and resolves the
+  futures with ``RecordMetadata`` or the typed error (``actors/producer_errors.py``);
+* backpressure: ``buffer.memory`` is enforced by the actor's buffer pool — a record that cannot get
+  memory waits there, in order, and fails with ``BufferExhaustedError`` after ``max.block.ms``.
+  ``send`` and ``enqueue`` also wait *here* (up to ``max.block.ms``) while the records handed over
+  but not yet completed exceed ``buffer.memory``, so a fast sending loop cannot pile up records in
+  memory without bound. ``send_nowait`` never waits: it is for callers that bound their own
+  pipelining (or for a burst that fits);
+* ``flush`` brackets Kafka's ``flushInProgress`` (linger.ms is not waited for) around waiting for
+  every record sent before it; ``close`` (also on leaving ``async with``) refuses new records,
+  completes or fails everything pending, then stops the client node.
+
+Errors: a configuration problem is ``ops.config.ConfigError`` at construction; a misuse (a value
+that is not bytes, a negative timestamp, sending before start) is ``TypeError``/``ValueError``/
+``RuntimeError`` at the call; a send that fails is its future's ``ProducerError``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final, Protocol
+
+from actors.producer import ProducerActor, ProducerStatistics
+from actors.producer_config import ProducerConfig, ProducerConfigError
+from actors.producer_errors import BufferExhaustedError, ProducerClosedError, ProducerError
+from actors.producer_protocol import (
+    AbortProducer,
+    BeginFlush,
+    CloseProducer,
+    EndFlush,
+    OutgoingRecord,
+    PartitionsFor,
+    PartitionsForResponse,
+    ProducerResults,
+    RecordMetadata,
+    SendRecords,
+)
+from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
+from ops.config import ConfigError
+from runtime.actor import Actor
+from runtime.clock import Clock
+from runtime.context import Context
+from runtime.errors import TransportError
+from runtime.ref import ActorRef
+from runtime.storage.records import RecordHeader
+from runtime.supervision import SupervisorStrategy
+from runtime.system import ActorSystem
+from runtime.transport.addresses import AddressBook
+
+__all__ = ["ClientEndpoint", "Producer", "RecordMetadata"]
+
+_log = logging.getLogger("actorlog.producer")
+_names = itertools.count(1)
+# What a record costs against buffer.memory in this edge's accounting: its key and value plus an
+# allowance for the record and batch framing (an estimate; the actor's pool is the exact bound).
+_RECORD_ALLOWANCE: Final = 64
+# Records handed to the actor per message at most: a sending loop that never waits would otherwise
+# build one unbounded chunk before the actor sees anything.
+_CHUNK_RECORDS: Final = 512
+
+
+class _YieldToLoop:
+    """One trip through the event loop (what ``asyncio.sleep(0)`` does, without sleeping): lets
+    the producer actor take the chunk just handed over while the caller keeps sending."""
+
+    def __await__(self) -> Generator[None, None, None]:
+        yield
+
+
+class ClientEndpoint(Protocol):
+    """Where a producer runs: a started actor system that can reach the bootstrap brokers
+    (``ClientNode`` in production; tests may pass an in-process one)."""
+
+    system: ActorSystem
+    address_book: AddressBook
+
+    @property
+    def bootstrap_refs(self) -> tuple[ActorRef, ...]: ...
+
+
+class _ResultsActor(Actor[ProducerResults]):
+    """Resolves the producer's futures; runs on the client's loop, like the futures' owners."""
+
+    def __init__(self, producer: Producer) -> None:
+        self._producer = producer
+
+    def receive(self, ctx: Context[ProducerResults], message: ProducerResults) -> None:
+        self._producer._deliver(message)
+
+
+class Producer:
+    """An idempotent, batching producer (module docstring). Use as ``async with``."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] | None = None,
+        *,
+        secret: str | None = None,
+        config: Mapping[str, object] | None = None,
+        properties_file: str | os.PathLike[str] | None = None,
+        node: ClientEndpoint | None = None,
+        clock: Clock | None = None,
+        **settings: object,
+    ) -> None:
+        properties: dict[str, object] = dict(load_client_properties(properties_file))
+        properties.update(config or {})
+        properties.update({key.replace("_", "."): value for key, value in settings.items()})
+        if bootstrap_servers is not None:
+            properties["bootstrap.servers"] = bootstrap_servers
+        try:
+            self.config = ProducerConfig.from_properties(properties)
+        except ProducerConfigError as error:
+            raise ConfigError(str(error)) from None
+        for note in self.config.notes:
+            _log.info("producer %s: %s", self.config.client_id, note)
+        if node is None:
+            if secret is None:
+                secret = resolve_secret({k: v for k, v in properties.items() if isinstance(v, str)})
+            node = ClientNode(
+                list(self.config.bootstrap_servers),
+                secret=secret,
+                client_id=self.config.client_id,
+                clock=clock,
+            )
+            self._owned_node: ClientNode | None = node
+        else:
+            self._owned_node = None
+        self._node: ClientEndpoint = node
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._actor: ProducerActor | None = None
+        self._producer_ref: ActorRef | None = None
+        self._chunk: list[OutgoingRecord] = []
+        self._handover_scheduled = False
+        self._outstanding: set[asyncio.Future[RecordMetadata]] = set()
+        self._buffered_bytes = 0
+        self._space = asyncio.Event()
+        self._space.set()
+        self._started = False
+        self._closing = False
+        self._stopped_reason: str | None = None
+
+    # ----------------------------------------------------------------------------- lifecycle
+
+    async def __aenter__(self) -> Producer:
+        await self.start()
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        self._loop = asyncio.get_running_loop()
+        if self._owned_node is not None:
+            await self._owned_node.__aenter__()
+        system = self._node.system
+        number = next(_names)
+        results = system.spawn(
+            f"producer-results-{number}", lambda: _ResultsActor(self), supervision=SupervisorStrategy.stop()
+        )
+
+        def make_producer() -> ProducerActor:
+            self._actor = ProducerActor(
+                self.config,
+                bootstrap=self._node.bootstrap_refs,
+                results=results,
+                address_book=self._node.address_book,
+            )
+            return self._actor
+
+        # A failing producer stops (its on_stop fails whatever was pending) rather than restarting
+        # with an empty state that would leave futures without an outcome.
+        self._producer_ref = system.spawn(
+            f"producer-{self.config.client_id}-{number}", make_producer, supervision=SupervisorStrategy.stop()
+        )
+        self._started = True
+
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Kafka's ``close``: no new records; everything pending is sent (or, after ``timeout_s``,
+        failed with ProducerClosedError); then the client node stops."""
+        if not self._started or self._closing:
+            return
+        self._closing = True
+        try:
+            if self._stopped_reason is None:
+                await self._close_actor(timeout_s)
+        finally:
+            self._fail_outstanding(ProducerClosedError("the producer is closed"))
+            if self._owned_node is not None:
+                await self._owned_node.__aexit__(None, None, None)
+
+    async def _close_actor(self, timeout_s: float | None) -> None:
+        self._hand_over()
+        assert self._producer_ref is not None
+        config = self.config
+        # Everything pending resolves within these bounds, so "no timeout" still ends.
+        bound_ms = config.max_block_ms + config.delivery_timeout_ms + config.request_timeout_ms
+        timeout_ms = bound_ms if timeout_s is None else int(timeout_s * 1000)
+        try:
+            await self._node.system.ask(self._producer_ref, CloseProducer(), timeout_ms=max(timeout_ms, 1))
+        except TransportError:
+            self._node.system.tell(
+                self._producer_ref, AbortProducer(reason=f"close timed out after {timeout_ms} ms")
+            )
+            await self._wait_outstanding()
+
+    # --------------------------------------------------------------------------------- sends
+
+    def send_nowait(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Queue a record; the future resolves with its RecordMetadata or fails with a ProducerError.
+        Never waits (see the module docstring on backpressure)."""
+        loop = self._loop
+        if loop is None or self._producer_ref is None:
+            raise RuntimeError("the producer is not started: use `async with Producer(...)`")
+        future: asyncio.Future[RecordMetadata] = loop.create_future()
+        if self._closing or self._stopped_reason is not None:
+            future.set_exception(
+                ProducerClosedError(self._stopped_reason or "cannot send after the producer is closed")
+            )
+            return future
+        if type(value) is not bytes and value is not None:
+            value = _as_bytes(value, "value")
+        if type(key) is not bytes and key is not None:
+            key = _as_bytes(key, "key")
+        _check_topic(topic)
+        if partition is None:
+            partition = -1
+        else:
+            _check_partition(partition)
+        if timestamp_ms is None:
+            timestamp_ms = self._node.system.clock.wall_clock_ms()
+        elif timestamp_ms < 0:
+            raise ValueError(f"invalid timestamp {timestamp_ms}: timestamps must be non-negative or None")
+        record_headers = _headers(headers) if headers else ()
+        chunk = self._chunk
+        chunk.append(OutgoingRecord(topic, partition, key, value, record_headers, timestamp_ms, future))
+        self._outstanding.add(future)
+        self._buffered_bytes += _footprint(key, value)
+        if len(chunk) >= _CHUNK_RECORDS:
+            self._hand_over()
+        elif not self._handover_scheduled:
+            self._handover_scheduled = True
+            loop.call_soon(self._hand_over)
+        return future
+
+    async def enqueue(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        timestamp_ms: int | None = None,
+    ) -> asyncio.Future[RecordMetadata]:
+        """Kafka's blocking ``send``: wait (up to max.block.ms) while buffer.memory is used up, then
+        queue the record and return the future of its acknowledgement. After every full chunk it
+        gives the event loop one turn, so a loop of ``await enqueue(...)`` keeps the actor fed."""
+        if self._buffered_bytes >= self.config.buffer_memory:
+            await self._wait_for_space()
+        future = self.send_nowait(topic, value, key, partition, headers, timestamp_ms)
+        if not self._chunk:
+            await _YieldToLoop()  # a chunk was just handed over
+        return future
+
+    async def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        timestamp_ms: int | None = None,
+    ) -> RecordMetadata:
+        """Send one record and wait for its acknowledgement; raises a ProducerError on failure."""
+        future = await self.enqueue(topic, value, key, partition, headers, timestamp_ms)
+        return await future
+
+    async def flush(self) -> None:
+        """Send everything now and wait until every record sent before this call has completed
+        (successfully or not: each future carries its own outcome)."""
+        if self._producer_ref is None:
+            return
+        self._hand_over()
+        pending = list(self._outstanding)
+        if not pending:
+            return
+        system = self._node.system
+        system.tell(self._producer_ref, BeginFlush())
+        try:
+            await asyncio.wait(pending)
+        finally:
+            if self._stopped_reason is None:
+                system.tell(self._producer_ref, EndFlush())
+
+    async def partitions_for(self, topic: str) -> tuple[int, ...]:
+        """The topic's partitions, from metadata (waiting up to max.block.ms for it)."""
+        if self._producer_ref is None:
+            raise RuntimeError("the producer is not started: use `async with Producer(...)`")
+        response = await self._node.system.ask(
+            self._producer_ref, PartitionsFor(topic), timeout_ms=self.config.max_block_ms + 1_000
+        )
+        assert isinstance(response, PartitionsForResponse)
+        if response.error is not None:
+            raise response.error
+        return response.partitions
+
+    def statistics(self) -> ProducerStatistics | None:
+        """The producer actor's snapshot (records sent, retries, errors, buffer use...)."""
+        return None if self._actor is None else self._actor.statistics()
+
+    # ------------------------------------------------------------------------------ internals
+
+    def _hand_over(self) -> None:
+        self._handover_scheduled = False
+        chunk = self._chunk
+        if not chunk:
+            return
+        self._chunk = []
+        assert self._producer_ref is not None
+        self._node.system.tell(self._producer_ref, SendRecords(chunk))
+
+    def _deliver(self, message: ProducerResults) -> None:
+        outstanding = self._outstanding
+        released = 0
+        for outcome in message.outcomes:
+            for completion, result in outcome.results():
+                future: asyncio.Future[RecordMetadata] = completion  # type: ignore[assignment]
+                outstanding.discard(future)
+                if future.done():
+                    continue  # cancelled by its caller; the record was produced regardless
+                if isinstance(result, RecordMetadata):
+                    future.set_result(result)
+                else:
+                    future.set_exception(result)
+            for entry in outcome.records:
+                released += max(entry[2], 0) + max(entry[3], 0) + _RECORD_ALLOWANCE
+        self._buffered_bytes -= released
+        if self._buffered_bytes < self.config.buffer_memory:
+            self._space.set()
+        if message.stopped and not self._closing:
+            self._stopped_reason = "the producer stopped (see the log for why)"
+            self._fail_outstanding(ProducerClosedError(self._stopped_reason))
+
+    def _fail_outstanding(self, error: ProducerError) -> None:
+        for record in self._chunk:
+            future = record.completion
+            assert isinstance(future, asyncio.Future)
+            self._outstanding.discard(future)
+            if not future.done():
+                future.set_exception(error)
+        self._chunk = []
+        for future in list(self._outstanding):
+            if not future.done():
+                future.set_exception(error)
+        self._outstanding.clear()
+        self._space.set()
+
+    async def _wait_for_space(self) -> None:
+        timeout_s = self.config.max_block_ms / 1000
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while self._buffered_bytes >= self.config.buffer_memory:
+            self._space.clear()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise BufferExhaustedError(
+                    "failed to allocate memory within the configured max blocking time "
+                    f"{self.config.max_block_ms} ms ({self._buffered_bytes} bytes of records pending, "
+                    f"buffer.memory={self.config.buffer_memory})"
+                )
+            try:
+                await asyncio.wait_for(self._space.wait(), timeout=remaining)
+            except TimeoutError:
+                continue
+
+    async def _wait_outstanding(self) -> None:
+        pending = list(self._outstanding)
+        if pending:
+            await asyncio.wait(pending)
+
+
+def _check_topic(topic: object) -> None:
+    # Callers are not always type-checked: a wrong type is caught here, not deep in the actor.
+    if not isinstance(topic, str) or not topic:
+        raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+
+
+def _check_partition(partition: object) -> None:
+    if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
+        raise ValueError(f"partition must be a non-negative integer or None, got {partition!r}")
+
+
+def _headers(headers: Iterable[tuple[str, bytes | None]]) -> tuple[RecordHeader, ...]:
+    converted = []
+    for header_key, header_value in headers:
+        if not isinstance(header_key, str):
+            raise TypeError(f"a header key must be a string, got {type(header_key).__name__}")
+        converted.append(
+            RecordHeader(
+                header_key, None if header_value is None else _as_bytes(header_value, "header value")
+            )
+        )
+    return tuple(converted)
+
+
+def _footprint(key: bytes | None, value: bytes | None) -> int:
+    return (0 if key is None else len(key)) + (0 if value is None else len(value)) + _RECORD_ALLOWANCE
+
+
+def _as_bytes(data: Any, what: str) -> bytes:
+    if isinstance(data, bytes | bytearray | memoryview):
+        return bytes(data)
+    raise TypeError(f"the record's {what} must be bytes (serialize it first), got {type(data).__name__}")
