@@ -491,7 +491,7 @@ def test_batches_that_overtook_their_predecessors_in_transit_are_retried_not_fat
     names += h.send(b"v1")
     for expected_error in (ErrorCode.UNKNOWN_PRODUCER_ID, ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER):
         earlier, later = h.produce_asks()
-        overtaking = leader.handle(later.message)  # type: ignore[arg-type]
+        overtaking = leader.handle(later.message)
         assert overtaking.partitions[0].error_code is expected_error
         h.answer_with(earlier, leader)
         h.reply(later, overtaking)
