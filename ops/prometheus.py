@@ -357,9 +357,18 @@ class LocalPrometheus:
         async with self._session.get(self.url + path) as response:
             return response.status, await response.text()
 
-    async def _api(self, path: str, params: Mapping[str, str] | Sequence[tuple[str, str]]) -> Any:
+    async def _api(
+        self, path: str, params: Mapping[str, str] | Sequence[tuple[str, str]] = (), *, method: str = "GET"
+    ) -> Any:
+        """One ``/api/v1`` call; its ``data``, or ``PrometheusQueryError``. Queries are POSTed (long
+        PromQL does not fit in a URL); the other endpoints are GET-only in Prometheus 2.x."""
         assert self._session is not None, "the server is not started"
-        async with self._session.post(self.url + "/api/v1/" + path, data=params) as response:
+        url = self.url + "/api/v1/" + path
+        if method == "POST":
+            request = self._session.post(url, data=params)
+        else:
+            request = self._session.get(url, params=params)
+        async with request as response:
             body = await response.json(content_type=None)
         if body.get("status") != "success":
             raise PrometheusQueryError(f"{path} {params}: {body.get('errorType')}: {body.get('error')}")
@@ -368,7 +377,7 @@ class LocalPrometheus:
     async def query(self, expr: str, *, at: float | None = None) -> list[InstantSample]:
         """An instant query; a scalar result comes back as one sample without labels."""
         params = {"query": expr} if at is None else {"query": expr, "time": repr(at)}
-        data = await self._api("query", params)
+        data = await self._api("query", params, method="POST")
         if data["resultType"] in ("scalar", "string"):
             timestamp, value = data["result"]
             return [InstantSample({}, float(timestamp), float(value))]
@@ -381,6 +390,7 @@ class LocalPrometheus:
         data = await self._api(
             "query_range",
             {"query": expr, "start": repr(start), "end": repr(end), "step": repr(step_s)},
+            method="POST",
         )
         return [
             RangeSeries(item["metric"], [(float(t), float(v)) for t, v in item["values"]])
@@ -399,13 +409,7 @@ class LocalPrometheus:
             params.append(("start", repr(start)))
         if end is not None:
             params.append(("end", repr(end)))
-        assert self._session is not None, "the server is not started"
-        # The label-values endpoint is GET-only in Prometheus 2.x.
-        async with self._session.get(f"{self.url}/api/v1/label/{label}/values", params=params) as response:
-            body = await response.json(content_type=None)
-        if body.get("status") != "success":
-            raise PrometheusQueryError(f"label {label} {params}: {body.get('error')}")
-        return [str(value) for value in body["data"]]
+        return [str(value) for value in await self._api(f"label/{label}/values", params)]
 
     async def now(self) -> float:
         """Prometheus's clock (the evaluation time of ``time()``)."""
@@ -413,10 +417,7 @@ class LocalPrometheus:
         return sample.value
 
     async def active_targets(self) -> list[dict[str, Any]]:
-        assert self._session is not None, "the server is not started"
-        async with self._session.get(f"{self.url}/api/v1/targets", params={"state": "active"}) as response:
-            body = await response.json(content_type=None)
-        targets: list[dict[str, Any]] = body["data"]["activeTargets"]
+        targets: list[dict[str, Any]] = (await self._api("targets", {"state": "active"}))["activeTargets"]
         return targets
 
     async def rule_groups(self) -> list[dict[str, Any]]:
