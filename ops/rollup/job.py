@@ -175,8 +175,7 @@ def run_rollup(spark: SparkSession, options: RollupOptions, progress: Progress) 
     progress.stage("scrapes", f"{scrapes.count():,} scrapes of {len(brokers)} brokers ({', '.join(brokers)})")
 
     counter_names = [name for spec in (*M.COUNTERS, *M.HISTOGRAMS) for name in spec.sample_names]
-    counter_samples = transforms.dedupe_samples(small.where(F.col("metric").isin(counter_names)))
-    deltas = transforms.counter_deltas(counter_samples).cache()
+    deltas = transforms.counter_deltas(small.where(F.col("metric").isin(counter_names))).cache()
     gauge_names = [spec.name for spec in M.SCALAR_GAUGES]
     gauges = transforms.dedupe_samples(small.where(F.col("metric").isin(gauge_names))).cache()
     timeline = transforms.isr_timeline(partition_rows).cache()

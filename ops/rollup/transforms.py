@@ -239,13 +239,22 @@ def dedupe_samples(samples: DataFrame) -> DataFrame:
 
 
 def counter_deltas(samples: DataFrame) -> DataFrame:
-    """Each (de-duplicated) counter sample with its predecessor and the reset-aware delta.
+    """Each counter sample with its predecessor and the reset-aware delta, duplicates removed.
 
+    Input: prepared samples of counters (or histogram series). A series sampled twice at one
+    instant keeps its largest value, as ``dedupe_samples`` would; doing it here, in the same
+    partitioning and sort as the deltas, costs no extra shuffle over the biggest counter input.
     Adds prev_ts_ms, delta (null for a series' first sample) and is_reset.
     """
+    by_instant = Window.partitionBy(*SERIES).orderBy("ts_ms", "value")
+    following = F.lead("ts_ms").over(by_instant)
+    unique = (
+        samples.withColumn("last_at_instant", following.isNull() | (following != F.col("ts_ms")))
+        .where(F.col("last_at_instant"))
+        .drop("last_at_instant")
+    )
     ordered = Window.partitionBy(*SERIES).orderBy("ts_ms")
-    previous = F.lag("value").over(ordered)
-    with_previous = samples.withColumn("prev_value", previous).withColumn(
+    with_previous = unique.withColumn("prev_value", F.lag("value").over(ordered)).withColumn(
         "prev_ts_ms", F.lag("ts_ms").over(ordered)
     )
     value, prev_value = F.col("value"), F.col("prev_value")
