@@ -22,7 +22,9 @@ Flush and close (Kafka's ``flush``/``close``): ``BeginFlush``/``EndFlush`` brack
 which every batch is sendable at once; ``CloseProducer`` refuses new records, sends everything and
 answers ``ProducerClosed`` when nothing is left; ``AbortProducer`` fails what is left
 (``ProducerClosedError``). ``PartitionsFor`` answers once the topic's metadata is known, or with a
-``ProducerTimeoutError`` after ``max.block.ms``.
+``ProducerTimeoutError`` after ``max.block.ms``. Whenever the actor stops (shutdown, or a failure:
+the client library spawns it with a stop strategy) ``on_stop`` fails whatever is still pending and
+tells the results ref ``stopped``, so no record is left without an outcome.
 
 If an ask's answer arrives after its timeout it is dropped by the runtime; the request counts as
 failed (NETWORK_EXCEPTION) and may be retried — that a broker may still have acted on it is exactly
@@ -377,6 +379,10 @@ class ProducerActor(Actor[ProducerMessage]):
             else:
                 remaining.append((requester, topic, deadline_ms))
         self._partitions_for = remaining
+        if remaining:
+            # Not known yet (a topic just created may not have reached the broker that answered):
+            # ask again after the back-off, as for records waiting on a topic.
+            self.sender.metadata.request_update()
 
     # ------------------------------------------------------------------------------ metadata
 

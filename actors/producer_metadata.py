@@ -33,10 +33,7 @@ class TopicInfo:
     name: str
     tps: tuple[TopicPartition, ...]
     available: tuple[int, ...]
-
-    @property
-    def partition_count(self) -> int:
-        return len(self.tps)
+    partition_count: int  # len(tps), kept as a field: it is read twice per record sent
 
 
 class ProducerMetadata:
@@ -129,7 +126,7 @@ class ProducerMetadata:
                 else:
                     self._leaders[tp] = partition.leader
             available = tuple(p for p in range(count) if tps[p] in self._leaders)
-            self._topic_info[topic.name] = TopicInfo(topic.name, tps, available)
+            self._topic_info[topic.name] = TopicInfo(topic.name, tps, available, count)
         self._rebuild_nodes()
 
     def _forget_topic(self, topic: str) -> None:

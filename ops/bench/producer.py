@@ -2,7 +2,8 @@
 
     python -m ops.bench.producer [--records 200000] [--cases rf1-acks1,rf3-acks1,rf3-acksall]
                                  [--sizes 100,1024] [--partitions 3] [--linger-ms 5]
-                                 [--batch-size 16384] [--bootstrap-server H:P --secret S]
+                                 [--batch-size 16384] [--producer-property KEY=VALUE ...]
+                                 [--bootstrap-server H:P --secret S]
 
 Without ``--bootstrap-server`` it starts its own cluster in a temporary directory: a ZooKeeper from
 the installed package and three broker processes (``python -m ops broker start``), topics
@@ -209,12 +210,15 @@ async def run_case(
     args: argparse.Namespace,
     broker_pids: Sequence[int] = (),
 ) -> Result:
-    config = {
+    config: dict[str, object] = {
         "acks": case.acks,
         "linger.ms": args.linger_ms,
         "batch.size": args.batch_size,
         "client.id": f"bench-{case.topic}-{case.acks}",
     }
+    for setting in args.producer_property:
+        key, _, setting_value = setting.partition("=")
+        config[key.strip()] = setting_value.strip()
     value = os.urandom(record_bytes)
     latencies: list[float] = []
     async with Producer(bootstrap, secret=secret, config=config) as producer:
@@ -321,6 +325,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--linger-ms", type=int, default=5)
     parser.add_argument("--batch-size", type=int, default=16_384)
+    parser.add_argument(
+        "--producer-property", action="append", default=[], metavar="KEY=VALUE", help="any producer key"
+    )
     parser.add_argument("--bootstrap-server", default=None)
     parser.add_argument("--secret", default=os.environ.get("ACTORLOG_INTERNAL_AUTH_SECRET", ""))
     return asyncio.run(main_async(parser.parse_args(argv)))

@@ -261,7 +261,8 @@ class Producer:
             value = _as_bytes(value, "value")
         if type(key) is not bytes and key is not None:
             key = _as_bytes(key, "key")
-        _check_topic(topic)
+        if type(topic) is not str or not topic:
+            _check_topic(topic)
         if partition is None:
             partition = -1
         else:
@@ -274,7 +275,9 @@ class Producer:
         chunk = self._chunk
         chunk.append(OutgoingRecord(topic, partition, key, value, record_headers, timestamp_ms, future))
         self._outstanding.add(future)
-        self._buffered_bytes += _footprint(key, value)
+        self._buffered_bytes += (
+            (0 if key is None else len(key)) + (0 if value is None else len(value)) + _RECORD_ALLOWANCE
+        )
         if len(chunk) >= _CHUNK_RECORDS:
             self._hand_over()
         elif not self._handover_scheduled:
@@ -440,10 +443,6 @@ def _headers(headers: Iterable[tuple[str, bytes | None]]) -> tuple[RecordHeader,
             )
         )
     return tuple(converted)
-
-
-def _footprint(key: bytes | None, value: bytes | None) -> int:
-    return (0 if key is None else len(key)) + (0 if value is None else len(value)) + _RECORD_ALLOWANCE
 
 
 def _as_bytes(data: Any, what: str) -> bytes:

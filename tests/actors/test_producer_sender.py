@@ -683,9 +683,12 @@ def test_metadata_is_refreshed_every_metadata_max_age_ms() -> None:
 
 
 def test_partitions_for_waits_for_metadata() -> None:
-    h = Harness(enable_idempotence=False)
+    h = Harness(enable_idempotence=False, retry_backoff_ms=100)
     requester, effects = h.kit.ask(PartitionsFor(TOPIC))
     h._absorb(effects)
+    h.serve_metadata({})  # the broker asked does not know the topic yet
+    assert h.replies == []
+    h.advance(100)
     h.serve_metadata({TP0: 1, TP1: 2})
     (reply,) = [r for r in h.replies if r.requester == requester]
     assert reply.message == PartitionsForResponse(topic=TOPIC, partitions=(0, 1))

@@ -18,13 +18,19 @@ import pytest_asyncio
 
 from actors import zk_data
 from actors.errors import ErrorCode
-from actors.producer_errors import ProducerError
+from actors.partitioner import keyed_partition
+from actors.producer_errors import (
+    ProducerClosedError,
+    ProducerError,
+    ProducerTimeoutError,
+    RecordTooLargeError,
+)
 from actors.producer_protocol import RecordMetadata
 from actors.protocol import FetchPartition, FetchRequest, FetchResponse
 from actors.types import TopicPartition
 from ops.clients.connection import ClientNode
 from ops.clients.producer import Producer
-from runtime.storage.records import iterate_batches
+from runtime.storage.records import Record, iterate_batches
 from tests.support.process_cluster import SECRET, ProcessCluster
 from tests.support.producer_faults import ReplyDroppingTransport
 
@@ -251,3 +257,58 @@ async def test_lost_answers_are_retried_without_duplicates_only_with_idempotence
     else:
         # Each lost answer's records were written once more by the retry.
         assert duplicates == lost_records > 0
+
+
+async def test_the_client_api_against_real_brokers(cluster: ProcessCluster) -> None:
+    """What an application sees: metadata for each record, keyed and explicit partitioning,
+    headers and timestamps kept, typed errors, partitions_for, and no sends after close."""
+    config = {"max.request.size": 2_000, "max.block.ms": 1_000, "client.id": "api"}
+    async with Producer(bootstrap(cluster), secret=SECRET, config=config) as producer:
+        assert await producer.partitions_for(TOPIC) == (0, 1, 2)
+        keyed = await producer.send(
+            TOPIC, b"v", key=b"foobar", headers=[("h", b"1"), ("n", None)], timestamp_ms=42
+        )
+        assert (keyed.topic, keyed.partition, keyed.timestamp) == (TOPIC, keyed_partition(b"foobar", 3), 42)
+        assert (keyed.serialized_key_size, keyed.serialized_value_size) == (6, 1)
+        explicit = await producer.send(TOPIC, None, partition=2)
+        assert (explicit.partition, explicit.serialized_value_size) == (2, -1)
+        pipelined = [producer.send_nowait(TOPIC, b"p%d" % i, partition=1) for i in range(50)]
+        offsets = [(await future).offset for future in pipelined]
+        assert offsets == list(range(offsets[0], offsets[0] + 50))
+
+        with pytest.raises(RecordTooLargeError, match=r"max\.request\.size"):
+            await producer.send(TOPIC, b"x" * 2_000)
+        with pytest.raises(ProducerTimeoutError, match="topic missing not present in metadata after 1000 ms"):
+            await producer.send("missing", b"x")
+        with pytest.raises(ProducerTimeoutError):
+            await producer.partitions_for("missing")
+        with pytest.raises(TypeError, match="must be bytes"):
+            _ = producer.send_nowait(TOPIC, "text")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match="invalid timestamp"):
+            _ = producer.send_nowait(TOPIC, b"x", timestamp_ms=-5)
+        with pytest.raises(ValueError, match="partition must be"):
+            _ = producer.send_nowait(TOPIC, b"x", partition=-1)
+    with pytest.raises(ProducerClosedError):
+        await producer.send(TOPIC, b"late")
+
+    (record,) = [
+        r
+        for r in await read_records(cluster, TopicPartition(TOPIC, keyed.partition))
+        if r.offset == keyed.offset
+    ]
+    assert (record.key, record.value, record.timestamp) == (b"foobar", b"v", 42)
+    assert [(h.key, h.value) for h in record.headers] == [("h", b"1"), ("n", None)]
+
+
+async def read_records(cluster: ProcessCluster, tp: TopicPartition) -> list[Record]:
+    state, _ = await cluster.zk_partition_state(tp)
+    wanted = FetchPartition(
+        topic=tp.topic, partition=tp.partition, fetch_offset=0, partition_max_bytes=1 << 20
+    )
+    response = await cluster.client.ask(
+        cluster.brokers[state.leader].ref,
+        FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partitions=(wanted,)),
+        timeout_ms=10_000,
+    )
+    assert isinstance(response, FetchResponse)
+    return [r for b in iterate_batches(response.partitions[0].records) for r in b.records()]
