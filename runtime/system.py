@@ -490,7 +490,10 @@ class ActorSystem:
     ) -> bool | None:
         await self.shutdown()
         assert self._task_group is not None
-        await self._task_group.__aexit__(exc_type, exc, traceback)
+        # The body's own exception propagates as it is: handed to the task group it would come
+        # out wrapped in an ExceptionGroup (Python 3.11's TaskGroup), which callers of a client
+        # (``async with Admin(...)``) cannot catch as the KafkaError it is.
+        await self._task_group.__aexit__(None, None, None)
         return None
 
     async def shutdown(self) -> None:
