@@ -16,7 +16,9 @@ import pytest
 
 from actors.client_protocol import ADMIN_ACTOR_NAME, InitProducerIdRequest, InitProducerIdResponse
 from actors.errors import ErrorCode
+from actors.partitioner import keyed_partition
 from actors.producer import ProducerActor
+from actors.producer_batch import estimate_size_upper_bound
 from actors.producer_config import ProducerConfig
 from actors.producer_errors import (
     BufferExhaustedError,
@@ -56,6 +58,7 @@ from runtime.clock import ManualClock
 from runtime.effects import Ask, Effect, Reply, Tell
 from runtime.messages import PeerUnavailable
 from runtime.ref import ActorRef
+from runtime.storage.record_builder import SimpleRecord, build_batch
 from runtime.storage.records import iterate_batches
 from runtime.testkit import BehaviorTestKit
 from runtime.transport.addresses import AddressBook
@@ -796,3 +799,46 @@ def test_abort_fails_everything_pending() -> None:
     assert isinstance(h.result(sent), ProducerClosedError)
     assert isinstance(h.result(waiting), ProducerClosedError)
     assert h.statistics().batches_incomplete == 0
+
+
+# ------------------------------------------------------------------------------------ partitioning
+
+
+def test_keyed_records_go_to_murmur2_partitions_and_unkeyed_ones_fill_one_batch_at_a_time() -> None:
+    h = Harness(enable_idempotence=False, linger_ms=60_000, batch_size=1_000)
+    leaders = {TopicPartition(TOPIC, p): 1 + p % 3 for p in range(3)}
+    h.send(b"warm-up", partition=0)
+    h.serve_metadata(leaders)
+    keys = [b"foobar", b"21", b"abc", b"foobar"]
+    for key in keys:
+        h.send(b"keyed", key=key, partition=-1)
+    unkeyed = [b"u%03d" % i + b"x" * 96 for i in range(24)]
+    for value in unkeyed:
+        h.send(value, partition=-1)
+    h.tell(BeginFlush())
+    sent: dict[int, list[list[tuple[bytes | None, bytes | None]]]] = {}
+    while h.produce_asks():
+        for ask in h.produce_asks():
+            request = ask.message
+            assert isinstance(request, ProduceRequest)
+            for data in request.partitions:
+                for parsed in iterate_batches(data.records):
+                    sent.setdefault(data.partition, []).append([(r.key, r.value) for r in parsed.records()])
+            h.answer_produce(ask)
+    keyed_partitions = [p for p, batches in sent.items() for b in batches for _, v in b if v == b"keyed"]
+    assert sorted(keyed_partitions) == sorted(keyed_partition(k, 3) for k in keys)
+    with_unkeyed = sorted(
+        (b for batches in sent.values() for b in batches if any(v in unkeyed for _, v in b)),
+        key=lambda b: min(unkeyed.index(v) for _, v in b if v in unkeyed),
+    )
+    # Sticky: each batch holds a run of consecutive unkeyed records, the runs cover them in order,
+    # and the partition changes only when a batch is full (the next record would not fit).
+    runs = [[v for _, v in b if v in unkeyed] for b in with_unkeyed]
+    assert [v for run in runs for v in run] == unkeyed
+    assert len(runs) > 2
+    partitions_used = {p for p, batches in sent.items() for b in batches if any(v in unkeyed for _, v in b)}
+    assert len(partitions_used) > 1  # each completed batch moved the topic on
+    upper_bound = estimate_size_upper_bound(None, unkeyed[0])
+    for records in with_unkeyed[:-1]:
+        built = build_batch([SimpleRecord(value, key) for key, value in records])
+        assert len(built) + upper_bound > 1_000
