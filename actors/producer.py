@@ -33,6 +33,7 @@ what idempotence (sequence numbers) is for.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias, assert_never
@@ -167,6 +168,7 @@ class ProducerActor(Actor[ProducerMessage]):
         self._node_index = 0
         self._producer_id_in_flight = False
         self._producer_id_retry_ms = 0
+        self._producer_id_failures = 0
         self._wakeup_due_ms: int | None = None
         self._closing: list[Requester] = []
         self._closed = False
@@ -459,6 +461,7 @@ class ProducerActor(Actor[ProducerMessage]):
             self._on_producer_id_failed(ctx, f"{response.error_code.name}: {response.error_message}")
             return
         self._producer_id_in_flight = False
+        self._producer_id_failures = 0
         idempotence = self.sender.idempotence
         assert idempotence is not None
         idempotence.set_producer_id(response.producer_id, response.producer_epoch)
@@ -466,7 +469,16 @@ class ProducerActor(Actor[ProducerMessage]):
         self._run_once(ctx)
 
     def _on_producer_id_failed(self, ctx: Context[ProducerMessage], reason: str) -> None:
-        ctx.log.warning("InitProducerId via %s failed: %s", self._current_node(), reason)
+        self._producer_id_failures += 1
+        # Retried every retry.backoff.ms: a warning for the first failure and every 100th after.
+        level = logging.WARNING if self._producer_id_failures % 100 == 1 else logging.DEBUG
+        ctx.log.log(
+            level,
+            "InitProducerId via %s failed (%d time(s) in a row): %s",
+            self._current_node(),
+            self._producer_id_failures,
+            reason,
+        )
         self._producer_id_in_flight = False
         self._producer_id_retry_ms = ctx.now_ms + self.config.retry_backoff_ms
         self._node_index += 1

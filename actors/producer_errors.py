@@ -73,6 +73,8 @@ class ProducerError(Exception):
         return self.error_code.retriable
 
     def __repr__(self) -> str:
+        if type(self) is ProducerClosedError:
+            return f"{type(self).__name__}({self.message})"  # a client-side state, no Kafka code
         return f"{type(self).__name__}({self.error_code.name}: {self.message})"
 
 

@@ -292,6 +292,8 @@ class Sender:
             return
         self.expire(now_ms)  # before the answers, in-flight batches included: §13.5 #45
         request = self._finish_request(request_id)
+        if request is None:
+            return
         self.request_latency.observe((now_ms - request.sent_ms) / 1000)
         answers = {(p.topic, p.partition): p for p in response.partitions}
         for tp, batch in request.batches.items():
@@ -317,14 +319,18 @@ class Sender:
         """No usable answer: Kafka's disconnect, NETWORK_EXCEPTION for every batch of the request."""
         self.expire(now_ms)
         request = self._finish_request(request_id)
+        if request is None:
+            return
         for tp, batch in request.batches.items():
             message = f"no answer from broker {request.node}: {reason}"
             self._complete_batch(batch, ErrorCode.NETWORK_EXCEPTION, message, -1, -1, -1, now_ms)
             if self.config.guarantee_message_order:
                 self.accumulator.unmute_partition(tp)
 
-    def _finish_request(self, request_id: int) -> _InFlightRequest:
-        request = self.in_flight.pop(request_id)
+    def _finish_request(self, request_id: int) -> _InFlightRequest | None:
+        request = self.in_flight.pop(request_id, None)
+        if request is None:
+            return None  # the runtime delivers one outcome per ask; nothing to do for a second
         self.in_flight_per_node[request.node] -= 1
         for tp, batch in request.batches.items():
             in_flight = self.in_flight_batches.get(tp)

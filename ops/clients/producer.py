@@ -44,7 +44,7 @@ import asyncio
 import itertools
 import logging
 import os
-from collections.abc import Generator, Iterable, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Protocol
 
@@ -155,6 +155,7 @@ class Producer:
             self._owned_node = None
         self._node: ClientEndpoint = node
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._wall_clock_ms: Callable[[], int] = self._node.system.clock.wall_clock_ms
         self._actor: ProducerActor | None = None
         self._producer_ref: ActorRef | None = None
         self._chunk: list[OutgoingRecord] = []
@@ -185,6 +186,7 @@ class Producer:
         if self._owned_node is not None:
             await self._owned_node.__aenter__()
         system = self._node.system
+        self._wall_clock_ms = system.clock.wall_clock_ms
         number = next(_names)
         results = system.spawn(
             f"producer-results-{number}", lambda: _ResultsActor(self), supervision=SupervisorStrategy.stop()
@@ -268,7 +270,7 @@ class Producer:
         else:
             _check_partition(partition)
         if timestamp_ms is None:
-            timestamp_ms = self._node.system.clock.wall_clock_ms()
+            timestamp_ms = self._wall_clock_ms()
         elif timestamp_ms < 0:
             raise ValueError(f"invalid timestamp {timestamp_ms}: timestamps must be non-negative or None")
         record_headers = _headers(headers) if headers else ()
