@@ -36,6 +36,7 @@ Statistics (and Kafka's BrokerState numbers): ``broker_statistics.py``.
 from __future__ import annotations
 
 import itertools
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
@@ -91,14 +92,23 @@ from actors.registration import (
     SessionLost,
     SessionSuspended,
 )
+from actors.topic_config_manager import (
+    TOPIC_CONFIGS_ACTOR_NAME,
+    LoadTopicConfigs,
+    TopicConfigChanged,
+    TopicConfigManagerActor,
+    TopicConfigsLoaded,
+)
 from actors.types import TopicPartition, broker_node
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator, CreateResult
 from runtime.histogram import Histogram
+from runtime.messages import Requester
 from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
 from runtime.storage.log_manager import LogManager
+from runtime.supervision import SupervisorStrategy
 from runtime.transport.addresses import AddressBook
 
 __all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
@@ -155,6 +165,21 @@ class _RetentionTick:
     pass
 
 
+@dataclass(frozen=True, slots=True)
+class _TopicConfigsReady:
+    """The topic-configs actor's answer (None: it failed; the held requests wait for a retry)."""
+
+    loaded: TopicConfigsLoaded | None
+
+
+ControllerRequest: TypeAlias = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+
+
+def _answer(ctx: Context[Any], requester: Requester | None, response: object) -> None:
+    if requester is not None:
+        ctx.reply_to(requester, response)
+
+
 BrokerMessage: TypeAlias = (
     ProduceRequest
     | FetchRequest
@@ -178,6 +203,8 @@ BrokerMessage: TypeAlias = (
     | _CheckpointTick
     | _CheckpointDone
     | _RetentionTick
+    | _TopicConfigsReady
+    | TopicConfigChanged
 )
 
 
@@ -192,6 +219,8 @@ class BrokerActor(Actor[BrokerMessage]):
         address_book: AddressBook,
         topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
     ) -> None:
+        """``topic_config``: a fixed lookup of each topic's settings (tests); without it the
+        broker reads topic overrides from ZooKeeper through its ``topic-configs`` child."""
         self.config = config
         self.broker_id = config.broker_id
         self.log_manager = log_manager
@@ -204,8 +233,15 @@ class BrokerActor(Actor[BrokerMessage]):
             log_manager=log_manager,
             coordinator=coordinator,
             metadata=self.metadata,
-            topic_config=topic_config,
+            topic_config=topic_config or self._topic_settings_of,
         )
+        self._fixed_topic_config = topic_config is not None
+        # Each topic's (policy, log config), as last read from ZooKeeper.
+        self.topic_settings: dict[str, tuple[TopicPolicy, LogConfig]] = {}
+        # Controller requests waiting behind a LeaderAndIsr whose topics' configs are being read,
+        # in arrival order (the controller's order is the order they take effect in).
+        self._held: deque[tuple[ControllerRequest, Requester | None, int]] = deque()
+        self._loading_topic_configs = False
         self.pending: dict[int, PendingRequest] = {}
         # Parked fetches by partition they watch.
         self.watchers: dict[TopicPartition, set[int]] = {}
@@ -225,6 +261,18 @@ class BrokerActor(Actor[BrokerMessage]):
 
     def on_start(self, ctx: Context[BrokerMessage]) -> None:
         self.propagation = IsrChangePropagation(start_ms=ctx.now_ms)
+        if not self._fixed_topic_config:
+            broker = ctx.self_ref
+            ctx.spawn(
+                TOPIC_CONFIGS_ACTOR_NAME,
+                lambda: TopicConfigManagerActor(
+                    config=self.config,
+                    coordinator=self.coordinator,
+                    default_log_config=self.log_manager.default_config,
+                    broker=broker,
+                ),
+                supervision=SupervisorStrategy.restart(),
+            )
         ctx.spawn(
             REGISTRATION_ACTOR_NAME,
             lambda: BrokerRegistrationActor(
@@ -280,10 +328,9 @@ class BrokerActor(Actor[BrokerMessage]):
                 ctx.reply(self.metadata.response(message.topics))
             case LeaderAndIsrRequest():
                 self._on_leader_and_isr(ctx, message)
-            case UpdateMetadataRequest():
-                self._on_update_metadata(ctx, message)
-            case StopReplicaRequest():
-                self._on_stop_replica(ctx, message)
+            case UpdateMetadataRequest() | StopReplicaRequest():
+                self._held.append((message, ctx.requester, ctx.now_ns))
+                self._release_held(ctx)
             case IsrChangeRecorded():
                 assert self.propagation is not None
                 self.propagation.record(message.tp, ctx.now_ms)
@@ -311,6 +358,11 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._start_checkpoint(ctx, message.kind)
             case _CheckpointDone():
                 self._on_checkpoint_done(ctx, message)
+            case _TopicConfigsReady():
+                self._on_topic_configs_ready(ctx, message)
+            case TopicConfigChanged():
+                self.topic_settings[message.topic] = (message.policy, message.log_config)
+                self.hosted.update_topic_config(ctx, message.topic, message.policy, message.log_config)
             case _RetentionTick():
                 self.log_manager.delete_old_segments(now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
             case _:
@@ -569,7 +621,69 @@ class BrokerActor(Actor[BrokerMessage]):
         return ErrorCode.NONE
 
     def _on_leader_and_isr(self, ctx: Context[BrokerMessage], request: LeaderAndIsrRequest) -> None:
-        started = ctx.now_ns
+        """Kafka reads a new topic's config from ZooKeeper before creating its log; here the
+        request is held (with the controller's later requests, to keep their order) until the
+        configs are read."""
+        self._held.append((request, ctx.requester, ctx.now_ns))
+        self._release_held(ctx)
+
+    def _topic_settings_of(self, topic: str) -> tuple[TopicPolicy, LogConfig]:
+        settings = self.topic_settings.get(topic)
+        if settings is not None:
+            return settings
+        return self.config.topic_policy(), self.log_manager.config_for(topic)
+
+    def _release_held(self, ctx: Context[BrokerMessage]) -> None:
+        while self._held:
+            request, requester, started = self._held[0]
+            missing = (
+                sorted({s.topic for s in request.partition_states} - self.topic_settings.keys())
+                if isinstance(request, LeaderAndIsrRequest) and not self._fixed_topic_config
+                else []
+            )
+            if missing:
+                if not self._loading_topic_configs:
+                    self._loading_topic_configs = True
+                    ctx.ask(
+                        ActorRef(node_id=ctx.self_ref.node_id, name=TOPIC_CONFIGS_ACTOR_NAME),
+                        LoadTopicConfigs(tuple(missing)),
+                        timeout_ms=self.config.request_timeout_ms,
+                        on_reply=lambda reply: _TopicConfigsReady(
+                            reply if isinstance(reply, TopicConfigsLoaded) else None
+                        ),
+                        on_failure=lambda _failure: _TopicConfigsReady(None),
+                    )
+                return
+            self._held.popleft()
+            match request:
+                case LeaderAndIsrRequest():
+                    self._apply_leader_and_isr(ctx, request, requester, started)
+                case UpdateMetadataRequest():
+                    self._apply_update_metadata(ctx, request, requester, started)
+                case StopReplicaRequest():
+                    self._apply_stop_replica(ctx, request, requester, started)
+                case _:
+                    assert_never(request)
+
+    def _on_topic_configs_ready(self, ctx: Context[BrokerMessage], message: _TopicConfigsReady) -> None:
+        self._loading_topic_configs = False
+        if message.loaded is None:
+            ctx.log.warning("topic configs not read yet; LeaderAndIsr waits and asks again")
+        else:
+            self.topic_settings.update(message.loaded.settings)
+        self._release_held(ctx)
+
+    def _apply_leader_and_isr(
+        self,
+        ctx: Context[BrokerMessage],
+        request: LeaderAndIsrRequest,
+        requester: Requester | None,
+        started: int,
+    ) -> None:
+        def reply(response: LeaderAndIsrResponse) -> None:
+            if requester is not None:
+                ctx.reply_to(requester, response)
+
         error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
         if error is not ErrorCode.NONE:
             ctx.log.warning(
@@ -577,7 +691,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 request.controller_id, request.controller_epoch, self.controller_epoch, error.name,
             )  # fmt: skip
             self._count_error("LeaderAndIsr", error)
-            ctx.reply(LeaderAndIsrResponse(error_code=error))
+            reply(LeaderAndIsrResponse(error_code=error))
             self._count_request(ctx, "LeaderAndIsr", started)
             return
         self.controller_epoch = request.controller_epoch
@@ -600,44 +714,59 @@ class BrokerActor(Actor[BrokerMessage]):
                 _CheckpointTick("high-watermark"),
                 self.config.replica_high_watermark_checkpoint_interval_ms,
             )
-        ctx.reply(LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
+        reply(LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
         self._count_request(ctx, "LeaderAndIsr", started)
 
-    def _on_update_metadata(self, ctx: Context[BrokerMessage], request: UpdateMetadataRequest) -> None:
-        started = ctx.now_ns
+    def _apply_update_metadata(
+        self,
+        ctx: Context[BrokerMessage],
+        request: UpdateMetadataRequest,
+        requester: Requester | None,
+        started: int,
+    ) -> None:
         error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
         if error is not ErrorCode.NONE:
             self._count_error("UpdateMetadata", error)
-            ctx.reply(UpdateMetadataResponse(error_code=error))
+            _answer(ctx, requester, UpdateMetadataResponse(error_code=error))
             self._count_request(ctx, "UpdateMetadata", started)
             return
         self.controller_epoch = request.controller_epoch
         self.metadata.update(request)
         for endpoint in request.live_brokers:
             self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
-        ctx.reply(UpdateMetadataResponse(error_code=ErrorCode.NONE))
+        _answer(ctx, requester, UpdateMetadataResponse(error_code=ErrorCode.NONE))
         self._count_request(ctx, "UpdateMetadata", started)
 
-    def _on_stop_replica(self, ctx: Context[BrokerMessage], request: StopReplicaRequest) -> None:
-        started = ctx.now_ns
+    def _apply_stop_replica(
+        self,
+        ctx: Context[BrokerMessage],
+        request: StopReplicaRequest,
+        requester: Requester | None,
+        started: int,
+    ) -> None:
         error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
         if error is not ErrorCode.NONE:
             self._count_error("StopReplica", error)
-            ctx.reply(StopReplicaResponse(error_code=error))
+            _answer(ctx, requester, StopReplicaResponse(error_code=error))
             self._count_request(ctx, "StopReplica", started)
             return
         self.controller_epoch = request.controller_epoch
         for tp in request.partitions:
             self.hosted.stop(ctx, tp, delete=request.delete_partitions)
+            if request.delete_partitions:
+                # A topic deleted (and maybe created again) must not keep its old overrides.
+                self.topic_settings.pop(tp.topic, None)
         self.hosted.stop_idle_fetchers(ctx)
-        ctx.reply(
+        _answer(
+            ctx,
+            requester,
             StopReplicaResponse(
                 error_code=ErrorCode.NONE,
                 partitions=tuple(
                     PartitionError(topic=tp.topic, partition=tp.partition, error_code=ErrorCode.NONE)
                     for tp in request.partitions
                 ),
-            )
+            ),
         )
         self._count_request(ctx, "StopReplica", started)
 

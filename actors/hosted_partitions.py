@@ -19,6 +19,7 @@ Effects go through the broker's context: this object decides, records and tells.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -28,7 +29,7 @@ from actors.errors import ErrorCode
 from actors.fetcher_manager import FetcherKey, ReplicaFetcherManager
 from actors.metadata_cache import MetadataCache
 from actors.partition import PartitionActor
-from actors.partition_messages import BecomeFollower, BecomeLeader, StopReplica
+from actors.partition_messages import BecomeFollower, BecomeLeader, StopReplica, UpdateTopicConfig
 from actors.protocol import LeaderAndIsrPartitionState
 from actors.types import BrokerId, TopicPartition, partition_name
 from runtime.context import Context
@@ -171,6 +172,18 @@ class HostedPartitions:
         self.fetcher_manager.stop_idle(ctx)
 
     # --------------------------------------------------------------------------- StopReplica
+
+    def update_topic_config(
+        self, ctx: Context[Any], topic: str, policy: TopicPolicy, log_config: LogConfig
+    ) -> None:
+        """A topic's configuration changed: every hosted partition of it applies the new settings
+        (and a partition actor restarted later starts from them)."""
+        for tp, hosted in self.partitions.items():
+            if tp.topic != topic:
+                continue
+            if hosted.role is not None:
+                hosted.role = dataclasses.replace(hosted.role, policy=policy, log_config=log_config)
+            ctx.tell(hosted.ref, UpdateTopicConfig(policy, log_config))
 
     def stop(self, ctx: Context[Any], tp: TopicPartition, *, delete: bool) -> None:
         hosted = self.partitions.pop(tp, None)

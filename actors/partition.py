@@ -72,6 +72,7 @@ from actors.partition_messages import (
     TruncateFullyAndStartAt,
     TruncateOnLeaderEpoch,
     TruncateTo,
+    UpdateTopicConfig,
 )
 from actors.partition_state import LeaderAndIsr, PartitionState
 from actors.partition_state_store import conditional_isr_write
@@ -170,6 +171,10 @@ class PartitionActor(Actor[PartitionMessage]):
                 self._on_become_follower(ctx, message)
             case StopReplica():
                 self._on_stop_replica(ctx, message)
+            case UpdateTopicConfig():
+                self.policy = message.policy
+                if self.log is not None:
+                    self.log.update_config(message.log_config)
             case MaybeShrinkIsr():
                 self._on_maybe_shrink_isr(ctx)
             case NotifyOnChange():
@@ -223,6 +228,9 @@ class PartitionActor(Actor[PartitionMessage]):
             self.log = self.log_manager.get_or_create_log(
                 self.tp, log_config, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms
             )
+        if self.log.config != log_config:
+            # A log loaded at start-up has the broker defaults: the topic's overrides apply now.
+            self.log.update_config(log_config)
         return self.log
 
     def _on_become_leader(self, ctx: Context[PartitionMessage], message: BecomeLeader) -> None:

@@ -39,6 +39,7 @@ __all__ = [
     "TruncateOnLeaderEpoch",
     "TruncateTo",
     "TruncationResult",
+    "UpdateTopicConfig",
 ]
 
 
@@ -55,6 +56,14 @@ class BecomeLeader:
 @dataclass(frozen=True, slots=True)
 class BecomeFollower:
     state: LeaderAndIsrPartitionState
+    policy: TopicPolicy
+    log_config: LogConfig
+
+
+@dataclass(frozen=True, slots=True)
+class UpdateTopicConfig:
+    """The topic's configuration changed (``/config/changes``): new policy and log settings."""
+
     policy: TopicPolicy
     log_config: LogConfig
 
@@ -230,6 +239,7 @@ class FollowerAppendResult:
 PartitionCommand: TypeAlias = (
     BecomeLeader
     | BecomeFollower
+    | UpdateTopicConfig
     | StopReplica
     | MaybeShrinkIsr
     | NotifyOnChange

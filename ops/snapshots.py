@@ -54,6 +54,8 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.clients.connection import load_client_properties, resolve_secret
+from ops.config import ConfigError
 from ops.rollup.schema import SNAPSHOT_ARROW_SCHEMA, SNAPSHOT_SUFFIX, TMP_SUFFIX
 
 __all__ = [
@@ -524,6 +526,8 @@ class ExportOptions:
     duration_ms: int | None = None
     rounds: int | None = None
     scrape_timeout_s: float = 5.0
+    # The brokers' internal.auth.secret: /v1/cluster (the membership) needs it.
+    secret: str | None = field(default=None, repr=False)
 
 
 async def run_export(
@@ -537,7 +541,8 @@ async def run_export(
     loop = asyncio.get_running_loop()
     interval_s = options.interval_ms / 1000
     connector = aiohttp.TCPConnector(limit=64, limit_per_host=2)
-    async with aiohttp.ClientSession(connector=connector) as session:
+    headers = {"Authorization": f"Bearer {options.secret}"} if options.secret else None
+    async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
         exporter = SnapshotExporter(
             session, options.bootstrap, options.out_dir, scrape_timeout_s=options.scrape_timeout_s
         )
@@ -613,6 +618,9 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--scrape-timeout", type=_duration_argument, default="5s", help="per-request timeout (5s)"
     )
+    export.add_argument(
+        "--command-config", metavar="FILE", help="client properties with internal.auth.secret (see README)"
+    )
     return parser
 
 
@@ -634,6 +642,12 @@ async def _export_main(options: ExportOptions) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     """``actorlog snapshots export ...``; returns the exit code."""
     arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    prog = "actorlog snapshots export"
+    try:
+        secret = resolve_secret(load_client_properties(arguments.command_config))
+    except ConfigError as error:
+        print(f"{prog}: {error}", file=sys.stderr)
+        return 2
     options = ExportOptions(
         bootstrap=tuple(arguments.bootstrap_server),
         out_dir=arguments.out,
@@ -641,8 +655,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         duration_ms=arguments.duration,
         rounds=arguments.rounds,
         scrape_timeout_s=arguments.scrape_timeout / 1000,
+        secret=secret,
     )
-    prog = "actorlog snapshots export"
     try:
         return asyncio.run(_export_main(options))
     except MembershipError as error:

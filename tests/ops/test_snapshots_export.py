@@ -25,6 +25,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from ops.clients.connection import SECRET_ENV
 from ops.snapshots import (
     ExportOptions,
     MembershipError,
@@ -38,6 +39,7 @@ from ops.snapshots import (
 )
 
 ROOT = Path(__file__).resolve().parents[2]
+SECRET = "snapshot-export-test-secret-0123"
 START = datetime(2026, 1, 1, 0, 0, tzinfo=UTC)
 
 
@@ -71,7 +73,10 @@ class FakeCluster:
         }
 
     async def start_broker(self, broker_id: int) -> None:
-        async def cluster(_request: web.Request) -> web.Response:
+        async def cluster(request: web.Request) -> web.Response:
+            # Like a broker's JSON API: the membership needs the cluster's secret.
+            if request.headers.get("Authorization") != f"Bearer {SECRET}":
+                return web.json_response({"error": "SASL_AUTHENTICATION_FAILED"}, status=401)
             return web.json_response(self.document())
 
         async def metrics(_request: web.Request) -> web.Response:
@@ -114,7 +119,7 @@ async def cluster() -> AsyncIterator[FakeCluster]:
 
 @pytest_asyncio.fixture
 async def session() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as client:
+    async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {SECRET}"}) as client:
         yield client
 
 
@@ -229,7 +234,9 @@ async def test_first_round_without_any_reachable_server_raises(
 @pytest.mark.asyncio
 async def test_run_export_stops_after_the_requested_rounds(cluster: FakeCluster, tmp_path: Path) -> None:
     await cluster.start_broker(1)
-    options = ExportOptions(bootstrap=(cluster.bootstrap(1),), out_dir=tmp_path, interval_ms=20, rounds=3)
+    options = ExportOptions(
+        bootstrap=(cluster.bootstrap(1),), out_dir=tmp_path, interval_ms=20, rounds=3, secret=SECRET
+    )
     seen: list[RoundResult] = []
 
     rounds = await asyncio.wait_for(run_export(options, asyncio.Event(), seen.append), timeout=30)
@@ -245,7 +252,11 @@ async def test_run_export_stops_when_the_next_round_would_start_after_the_durati
 ) -> None:
     await cluster.start_broker(1)
     options = ExportOptions(
-        bootstrap=(cluster.bootstrap(1),), out_dir=tmp_path, interval_ms=60_000, duration_ms=1_000
+        bootstrap=(cluster.bootstrap(1),),
+        out_dir=tmp_path,
+        interval_ms=60_000,
+        duration_ms=1_000,
+        secret=SECRET,
     )
 
     rounds = await asyncio.wait_for(run_export(options, asyncio.Event(), lambda _result: None), timeout=30)
@@ -256,7 +267,9 @@ async def test_run_export_stops_when_the_next_round_would_start_after_the_durati
 @pytest.mark.asyncio
 async def test_run_export_stops_when_the_stop_event_is_set(cluster: FakeCluster, tmp_path: Path) -> None:
     await cluster.start_broker(1)
-    options = ExportOptions(bootstrap=(cluster.bootstrap(1),), out_dir=tmp_path, interval_ms=60_000)
+    options = ExportOptions(
+        bootstrap=(cluster.bootstrap(1),), out_dir=tmp_path, interval_ms=60_000, secret=SECRET
+    )
     stop = asyncio.Event()
 
     def on_round(result: RoundResult) -> None:
@@ -279,8 +292,9 @@ async def _unused_port() -> int:
 
 
 def test_cli_with_an_unreachable_bootstrap_exits_non_zero_with_one_line(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    monkeypatch.setenv(SECRET_ENV, SECRET)
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         dead = probe.getsockname()[1]  # bound, never listening: connections are refused
@@ -325,6 +339,26 @@ def test_cli_rejects_bad_arguments_with_one_line(
     assert message in captured.err
 
 
+def test_cli_without_a_credential_says_where_to_put_one(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(SECRET_ENV, raising=False)
+    monkeypatch.chdir(tmp_path)  # no actorlog-data/client.properties here
+    code = main(["export", "--bootstrap-server", "127.0.0.1:1", "--out", str(tmp_path / "out")])
+    assert code == 2
+    assert "internal.auth.secret" in capsys.readouterr().err
+
+
+@pytest.mark.asyncio
+async def test_a_refused_credential_is_reported_as_such(cluster: FakeCluster, tmp_path: Path) -> None:
+    await cluster.start_broker(1)
+    options = ExportOptions(
+        bootstrap=(cluster.bootstrap(1),), out_dir=tmp_path, interval_ms=20, rounds=1, secret="wrong-secret"
+    )
+    with pytest.raises(MembershipError, match="HTTP 401"):
+        await run_export(options, asyncio.Event(), lambda _result: None)
+
+
 @pytest.mark.integration
 @pytest.mark.asyncio
 async def test_exporter_process_exports_until_sigterm(cluster: FakeCluster, tmp_path: Path) -> None:
@@ -333,7 +367,7 @@ async def test_exporter_process_exports_until_sigterm(cluster: FakeCluster, tmp_
         sys.executable, "-m", "ops", "snapshots", "export",
         "--bootstrap-server", f"127.0.0.1:{cluster.ports[1]}", "--interval", "200ms", "--out", str(tmp_path),
         cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": str(ROOT), SECRET_ENV: SECRET},
     )  # fmt: skip
     try:
         assert process.stdout is not None

@@ -20,6 +20,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors import zk_data
+from actors.client_protocol import (
+    ADMIN_ACTOR_NAME,
+    CreatableTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    TopicConfigEntry,
+)
 from actors.errors import ErrorCode
 from actors.protocol import (
     BrokerEndpoint,
@@ -31,7 +38,8 @@ from actors.protocol import (
 )
 from actors.types import TopicPartition, broker_node
 from ops.wiring import wire_codec
-from runtime.coordination import NoNodeError, WatchEvent
+from ops.zk_waits import read_partition_state, wait_for_partition_state, wait_for_znode
+from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
 from runtime.ref import ActorRef
 from runtime.storage.record_builder import SimpleRecord, build_batch
@@ -194,17 +202,26 @@ class ProcessCluster:
     async def create_topic(
         self, topic: str, assignment: dict[int, Sequence[int]], config: dict[str, str] | None = None
     ) -> None:
-        """What an admin client does in ZooKeeper mode: write the assignment (and config); the
-        controller's topic watch does the rest."""
-        if config:
-            await self.admin.ensure_path(zk_data.CONFIG_TOPICS_PATH)
-            await self.admin.create(zk_data.topic_config_path(topic), zk_data.encode_topic_config(config))
-        await self.admin.create(
-            zk_data.topic_path(topic),
-            zk_data.encode_topic_assignment(
-                zk_data.TopicAssignment(partitions={p: tuple(r) for p, r in assignment.items()})
+        """Create the topic through the admin actor of partition 0's preferred leader, which
+        answers once its own metadata names a leader for every partition: the controller sends a
+        broker its LeaderAndIsr before the UpdateMetadata, so the leader is then serving."""
+        leader = assignment[0][0]
+        request = CreateTopicsRequest(
+            topics=(
+                CreatableTopic(
+                    name=topic,
+                    assignments=tuple((p, tuple(r)) for p, r in sorted(assignment.items())),
+                    configs=tuple(TopicConfigEntry(name=k, value=v) for k, v in (config or {}).items()),
+                ),
             ),
+            timeout_ms=30_000,
         )
+        response = await self.client.ask(
+            ActorRef(node_id=broker_node(leader), name=ADMIN_ACTOR_NAME), request, timeout_ms=60_000
+        )
+        assert isinstance(response, CreateTopicsResponse)
+        (result,) = response.topics
+        assert result.error_code is ErrorCode.NONE, result
 
     async def controller(self) -> tuple[int, int]:
         """(active controller broker id, controller epoch) as ZooKeeper says."""
@@ -217,39 +234,12 @@ class ProcessCluster:
     ) -> bytes | None:
         """Wait until ``predicate(data)`` holds for ``path`` (None: missing), re-checking at each
         ZooKeeper watch event — no polling."""
-
-        async def wait() -> bytes | None:
-            while True:
-                changed = asyncio.get_running_loop().create_future()
-
-                def on_event(event: WatchEvent, changed: asyncio.Future[None] = changed) -> None:
-                    if not changed.done():
-                        changed.set_result(None)
-
-                if await self.admin.exists(path, watch=on_event) is None:
-                    data: bytes | None = None
-                else:
-                    try:
-                        data, _ = await self.admin.get(path, watch=on_event)
-                    except NoNodeError:
-                        data = None
-                if predicate(data):
-                    return data
-                await changed
-
-        return await asyncio.wait_for(wait(), timeout=timeout_s)
+        return await wait_for_znode(self.admin, path, predicate, timeout_s=timeout_s)
 
     async def wait_for_partition_state(
         self, tp: TopicPartition, predicate: Callable[[zk_data.PartitionState], bool], *, timeout_s: float
     ) -> zk_data.PartitionState:
-        path = zk_data.partition_state_path(tp.topic, tp.partition)
-
-        def matches(data: bytes | None) -> bool:
-            return data is not None and predicate(zk_data.decode_partition_state(data, path=path))
-
-        data = await self.wait_for_znode(path, matches, timeout_s=timeout_s)
-        assert data is not None
-        return zk_data.decode_partition_state(data, path=path)
+        return await wait_for_partition_state(self.admin, tp, predicate, timeout_s=timeout_s)
 
     async def metadata(self, broker_id: int, topics: tuple[str, ...] | None = None) -> MetadataResponse:
         response = await self.client.ask(
@@ -259,9 +249,7 @@ class ProcessCluster:
         return response
 
     async def zk_partition_state(self, tp: TopicPartition) -> tuple[zk_data.PartitionState, int]:
-        path = zk_data.partition_state_path(tp.topic, tp.partition)
-        data, stat = await self.admin.get(path)
-        return zk_data.decode_partition_state(data, path=path), stat.version
+        return await read_partition_state(self.admin, tp)
 
 
 @dataclass
@@ -353,7 +341,12 @@ class ProduceLoop:
                     retries_at_this_epoch = 0
                     continue
                 error = result.error_code.name
-                if result.error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                # The partition state znode is written before the LeaderAndIsr is sent: until the
+                # named leader has applied it, it answers as a follower or as a stranger.
+                if result.error_code in (
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                ):
                     retries_at_this_epoch += 1
                     if retries_at_this_epoch < self._not_yet_leader_budget:
                         current, _ = await self.cluster.zk_partition_state(self.tp)
