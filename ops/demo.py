@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
 import subprocess
@@ -49,8 +50,10 @@ __all__ = ["main"]
 
 TOPIC = "demo-orders"
 PARTITIONS = 3
-LAG_MS = 6_000
-SESSION_MS = 6_000
+# A stall longer than replica.lag.time.max.ms but shorter than the session timeout: the leader
+# shrinks the ISR (a slow follower), the controller does not declare the broker dead.
+LAG_MS = 3_000
+SESSION_MS = 10_000
 _MARKER = ".actorlog-demo"
 
 
@@ -63,8 +66,12 @@ class Timeline:
     started_ms: int
     events: list[tuple[float, str, list[str]]] = field(default_factory=list)
 
-    def add(self, title: str, details: list[str] | None = None) -> None:
-        seconds = (self.clock.now_ms() - self.started_ms) / 1000
+    def now(self) -> int:
+        return self.clock.now_ms()
+
+    def add(self, title: str, details: list[str] | None = None, *, at_ms: int | None = None) -> None:
+        """Record an event; ``at_ms`` is when it was observed (before the metrics were read)."""
+        seconds = ((self.clock.now_ms() if at_ms is None else at_ms) - self.started_ms) / 1000
         self.events.append((seconds, title, details or []))
         print(f"[{seconds:6.1f}s] {title}", flush=True)
         for line in details or []:
@@ -110,15 +117,15 @@ async def scrape(cluster: LocalCluster) -> MetricView:
         "kafka_controller_kafkacontroller_activecontrollercount": "active_controllers",
         "kafka_controller_controllerstats_leaderelection_duration_seconds_count": "leader_elections",
     }
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=5)) as session:
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
         for broker in cluster.processes.values():
-            if not broker.running:
-                continue
+            if not broker.running or broker.paused:
+                continue  # a stalled broker answers nothing: it is left out
             try:
                 async with session.get(f"{broker.url}/metrics") as response:
                     text = await response.text()
             except (aiohttp.ClientError, TimeoutError):
-                continue  # a stalled broker does not answer: it is left out
+                continue
             for family in text_string_to_metric_families(text):
                 for sample in family.samples:
                     key = wanted.get(sample.name)
@@ -130,6 +137,20 @@ async def scrape(cluster: LocalCluster) -> MetricView:
                     ):
                         totals["propagations_written"] += sample.value
     return MetricView(**{name: totals[name] for name in MetricView.__dataclass_fields__})
+
+
+async def settled_metrics(
+    cluster: LocalCluster, condition: Callable[[MetricView], bool], *, timeout_ms: int = 3_000
+) -> MetricView:
+    """Scrape until ``condition`` holds (or ``timeout_ms`` passes): a ZooKeeper watch can fire a
+    moment before the broker that made the change counts it."""
+    clock = LoopClock()
+    deadline = clock.now_ms() + timeout_ms
+    view = await scrape(cluster)
+    while not condition(view) and clock.now_ms() < deadline:
+        await wait_ms(clock, 100)
+        view = await scrape(cluster)
+    return view
 
 
 # ------------------------------------------------------------------------------------ traffic
@@ -273,42 +294,75 @@ async def _stall_and_resume(cluster: LocalCluster, timeline: Timeline, traffic: 
     controller = await cluster.controller_id()
     followers = [b for b in state.isr if b != state.leader]
     follower = next((b for b in followers if b != controller), followers[0])
+    before = await scrape(cluster)
     cluster.pause_broker(follower)
     timeline.add(f"broker {follower} stalled (SIGSTOP): it stops fetching as follower of {tp}")
     shrunk = await wait_for_partition_state(
         cluster.admin, tp, lambda s: follower not in s.isr, timeout_s=LAG_MS * 3 / 1000
     )
+    seen = timeline.now()
     timeline.add(
-        f"ISR of {tp} shrank to {list(shrunk.isr)} (replica.lag.time.max.ms = {LAG_MS} ms); "
+        at_ms=seen,
+        title=f"ISR of {tp} shrank to {list(shrunk.isr)} (replica.lag.time.max.ms = {LAG_MS} ms); "
         f"acks=all writes continue with min.insync.replicas 2",
-        [(await scrape(cluster)).describe(), f"{traffic.acknowledged_count} records acknowledged so far"],
+        details=[
+            (await settled_metrics(cluster, lambda m: m.isr_shrinks > before.isr_shrinks)).describe(),
+            f"{traffic.acknowledged_count} records acknowledged so far",
+        ],
     )
     cluster.resume_broker(follower)
     timeline.add(f"broker {follower} resumed (SIGCONT): it catches up")
     expanded = await wait_for_partition_state(cluster.admin, tp, lambda s: follower in s.isr, timeout_s=60)
-    timeline.add(f"ISR of {tp} expanded to {list(expanded.isr)}", [(await scrape(cluster)).describe()])
+    seen = timeline.now()
+    view = await settled_metrics(cluster, lambda m: m.isr_expands > before.isr_expands)
+    timeline.add(f"ISR of {tp} expanded to {list(expanded.isr)}", [view.describe()], at_ms=seen)
+    # Leaders tell the controller about ISR changes through /isr_change_notification, at most
+    # once per 5 s of quiet (or every 60 s while changes keep coming): watch it happen.
+    propagated = await settled_metrics(
+        cluster, lambda m: m.propagations_written > view.propagations_written, timeout_ms=12_000
+    )
+    timeline.add(
+        "ISR changes propagated to the controller (isr_change_notification) after 5 s without changes",
+        [propagated.describe()],
+    )
 
 
 async def _kill_a_leader(cluster: LocalCluster, timeline: Timeline, traffic: Traffic) -> None:
-    tp = TopicPartition(TOPIC, 1)
-    state, _ = await read_partition_state(cluster.admin, tp)
+    # A leader that is not the controller: the controller's own failover is another story.
+    controller = await cluster.controller_id()
+    states = {
+        p: (await read_partition_state(cluster.admin, TopicPartition(TOPIC, p)))[0] for p in range(PARTITIONS)
+    }
+    partition = next((p for p, s in states.items() if s.leader != controller), 0)
+    tp, state = TopicPartition(TOPIC, partition), states[partition]
     victim = state.leader
+    before = await scrape(cluster)
     await cluster.stop_broker(victim, signal.SIGKILL)
     timeline.add(f"broker {victim}, leader of {tp} (epoch {state.leader_epoch}), killed (SIGKILL)")
     elected = await wait_for_partition_state(
         cluster.admin, tp, lambda s: s.leader not in (victim, -1), timeout_s=(SESSION_MS + 15_000) / 1000
     )
+    seen = timeline.now()
     timeline.add(
-        f"controller elected broker {elected.leader} leader of {tp} (leader epoch {elected.leader_epoch}, "
-        f"ISR {list(elected.isr)}) once broker {victim}'s ZooKeeper session expired",
-        [(await scrape(cluster)).describe(), f"{traffic.acknowledged_count} records acknowledged so far"],
+        at_ms=seen,
+        title=f"controller elected broker {elected.leader} leader of {tp} "
+        f"(leader epoch {elected.leader_epoch}, ISR {list(elected.isr)}) "
+        f"once broker {victim}'s ZooKeeper session expired",
+        details=[
+            (
+                await settled_metrics(cluster, lambda m: m.leader_elections > before.leader_elections)
+            ).describe(),
+            f"{traffic.acknowledged_count} records acknowledged so far",
+        ],
     )
     await cluster.start_broker(victim)
     timeline.add(f"broker {victim} restarted")
     rejoined = await wait_for_partition_state(cluster.admin, tp, lambda s: victim in s.isr, timeout_s=60)
+    seen = timeline.now()
     timeline.add(
         f"broker {victim} caught up and rejoined the ISR of {tp}: {list(rejoined.isr)}",
         [(await scrape(cluster)).describe()],
+        at_ms=seen,
     )
 
 
@@ -349,8 +403,10 @@ def _rollup(data_dir: Path) -> int:
             sys.executable, "-m", "ops", "rollup",
             "--snapshots", str(data_dir / "snapshots"), "--out", str(data_dir / "rollup"),
             "--window", "10s", "--window", "1m", "--scrape-interval", "2s", "--flap-span", "1m",
+            "--conf", "spark.log.level=ERROR",
         ],
         cwd=ROOT,
+        env={**os.environ, "SPARK_LOCAL_IP": "127.0.0.1"},
         check=False,
     )  # fmt: skip
     if completed.returncode != 0:

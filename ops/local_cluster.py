@@ -52,6 +52,7 @@ class BrokerProcess:
     port: int
     directory: Path
     process: asyncio.subprocess.Process | None = None
+    paused: bool = False  # SIGSTOPped: it answers nothing until resumed
 
     @property
     def config_path(self) -> Path:
@@ -236,6 +237,7 @@ class LocalCluster:
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGCONT)  # a paused broker must run to handle SIGTERM
             process.send_signal(sig)
+        broker.paused = False
         try:
             return await asyncio.wait_for(process.wait(), timeout=timeout_s)
         except TimeoutError:
@@ -245,9 +247,11 @@ class LocalCluster:
     def pause_broker(self, broker_id: int) -> None:
         """SIGSTOP: the broker stops fetching and answering, as a stalled machine does."""
         os.kill(self._pid(broker_id), signal.SIGSTOP)
+        self.processes[broker_id].paused = True
 
     def resume_broker(self, broker_id: int) -> None:
         os.kill(self._pid(broker_id), signal.SIGCONT)
+        self.processes[broker_id].paused = False
 
     def _pid(self, broker_id: int) -> int:
         process = self.processes[broker_id].process
