@@ -8,8 +8,10 @@ runs.
 
 Start-up order: open the log dir (recovery runs here, in a worker thread for the OS file system),
 open the ZooKeeper session, start the actor system, the broker actor (which registers the broker
-and starts its tasks), the admin actor (topic administration, producer ids) and the controller. Shutdown is the reverse: stop the actors (children first), close the logs
-cleanly (flush, checkpoints, clean-shutdown marker), close the session (the registration vanishes).
+and starts its tasks), the admin actor (topic administration, producer ids) and the controller.
+Shutdown is the reverse: a controlled shutdown first (leaderships move away), then stop the actors
+(children first), close the logs cleanly (flush, checkpoints, clean-shutdown marker), close the
+session (the registration vanishes).
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-import jsonschema  # type: ignore[import-untyped]  # no stubs in the dev dependencies
+import jsonschema
 import kubernetes_validate
 import pytest
 import yaml

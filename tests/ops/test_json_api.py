@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
-import jsonschema  # type: ignore[import-untyped]  # jsonschema ships no type stubs
+import jsonschema
 import orjson
 import pytest
 import pytest_asyncio
