@@ -72,6 +72,7 @@ class ProducerPerfStats:
     latency_sum: float = 0.0
     latency_max: float = 0.0
     window: _Window | None = None
+    finished_ns: int = 0
 
     def record(self, latency_ms: float, now_ns: int) -> None:
         self.count += 1
@@ -158,7 +159,8 @@ async def run_producer_perf(
             future = await producer.enqueue(topic, payload)
             future.add_done_callback(on_done(clock.now_ns()))
         await producer.flush()
-    print_line(stats.final_line(clock.now_ns()))
+    stats.finished_ns = clock.now_ns()
+    print_line(stats.final_line(stats.finished_ns))
     return stats
 
 
