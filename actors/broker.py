@@ -218,9 +218,11 @@ class BrokerActor(Actor[BrokerMessage]):
         registration: zk_data.BrokerRegistration,
         address_book: AddressBook,
         topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
+        cluster_id: str | None = None,
     ) -> None:
         """``topic_config``: a fixed lookup of each topic's settings (tests); without it the
-        broker reads topic overrides from ZooKeeper through its ``topic-configs`` child."""
+        broker reads topic overrides from ZooKeeper through its ``topic-configs`` child.
+        ``cluster_id``: what Metadata answers carry (``/cluster/id``)."""
         self.config = config
         self.broker_id = config.broker_id
         self.log_manager = log_manager
@@ -228,6 +230,7 @@ class BrokerActor(Actor[BrokerMessage]):
         self.registration = registration
         self.address_book = address_book
         self.metadata = MetadataCache()
+        self.metadata.cluster_id = cluster_id
         self.hosted = HostedPartitions(
             config=config,
             log_manager=log_manager,

@@ -19,6 +19,7 @@ anyone who knows Kafka's ZooKeeper data can read ours with ``zkCli.sh``:
 ``/admin/preferred_replica_election``           ``{"version":1,"partitions":[{"topic","partition"}]}``
 ``/config/topics/<t>``                          ``{"version":1,"config":{"key":"value"}}``
 ``/config/changes/config_change_<seq>``         ``{"version":2,"entity_path":"topics/<t>"}``
+``/cluster/id``                                 ``{"version":"1","id":"<22 characters>"}``
 ``/latest_producer_id_block``                   ``{"version":1,"broker":N,"block_start":"<id>",
                                                 "block_end":"<id>"}``
 =============================================== ================================================
@@ -49,6 +50,7 @@ __all__ = [
     "BROKERS_PATH",
     "BROKER_IDS_PATH",
     "BROKER_SEQUENCE_ID_PATH",
+    "CLUSTER_ID_PATH",
     "CONFIG_CHANGES_PATH",
     "CONFIG_CHANGE_PREFIX",
     "CONFIG_PATH",
@@ -74,6 +76,7 @@ __all__ = [
     "ZkDataError",
     "broker_id_path",
     "decode_broker_registration",
+    "decode_cluster_id",
     "decode_config_change_notification",
     "decode_controller",
     "decode_controller_epoch",
@@ -85,6 +88,7 @@ __all__ = [
     "decode_topic_config",
     "delete_topic_path",
     "encode_broker_registration",
+    "encode_cluster_id",
     "encode_config_change_notification",
     "encode_controller",
     "encode_controller_epoch",
@@ -123,6 +127,7 @@ CONFIG_TOPICS_PATH: Final = "/config/topics"
 CONFIG_CHANGES_PATH: Final = "/config/changes"
 CONFIG_CHANGE_PREFIX: Final = "config_change_"
 LATEST_PRODUCER_ID_BLOCK_PATH: Final = "/latest_producer_id_block"
+CLUSTER_ID_PATH: Final = "/cluster/id"
 PRODUCER_ID_BLOCK_SIZE: Final = 1000
 
 PERSISTENT_ZK_PATHS: Final[tuple[str, ...]] = (
@@ -651,3 +656,21 @@ def decode_producer_id_block(data: bytes, *, path: str = LATEST_PRODUCER_ID_BLOC
     return ProducerIdBlock(
         broker_id=reader.integer("broker", minimum=0), block_start=bounds[0], block_end=bounds[1]
     )
+
+
+# -------------------------------------------------------------------------------- cluster id
+
+
+def encode_cluster_id(cluster_id: str) -> bytes:
+    """``/cluster/id`` as Kafka writes it (its version is a string there)."""
+    return _dumps({"version": "1", "id": cluster_id})
+
+
+def decode_cluster_id(data: bytes, *, path: str = CLUSTER_ID_PATH) -> str:
+    reader = _Reader(path, data)
+    if reader.get("version") not in ("1", 1):
+        raise reader.error("version", f"unsupported version {reader.get('version')!r}")
+    cluster_id = reader.string("id")
+    if not cluster_id:
+        raise reader.error("id", "empty")
+    return cluster_id

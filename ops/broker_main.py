@@ -31,6 +31,7 @@ from ops.config import BrokerSettings, ConfigError, load_broker_settings
 from ops.json_api import json_api_routes
 from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
 from runtime.clock import LoopClock
+from runtime.errors import RuntimeFailure
 from runtime.coordination.zk import ZkCoordinator
 from runtime.logging import configure_logging
 from runtime.metrics import NodeMetrics
@@ -136,6 +137,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
             rack=settings.rack,
             static_properties=settings.properties,
             broker_config_entries=settings.config_entries(),
+            cluster_id=settings.cluster_id,
         ) as node:
             current = node
             metrics.add_collector(
@@ -188,7 +190,7 @@ async def _serve(settings: BrokerSettings) -> int:
         loop.add_signal_handler(number, on_signal)
     try:
         await run_broker(settings, stop=stop)
-    except OSError as error:
+    except (OSError, RuntimeFailure) as error:
         print(f"actorlog broker: {error}", file=sys.stderr)
         return 1
     finally:

@@ -17,6 +17,7 @@ session (the registration vanishes).
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import functools
 import logging
@@ -40,6 +41,7 @@ from runtime.activity import Activity
 from runtime.clock import Clock
 from runtime.codec import Codec
 from runtime.coordination.base import Coordinator
+from runtime.coordination.errors import NodeExistsError, NoNodeError
 from runtime.errors import RuntimeFailure
 from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
@@ -96,6 +98,34 @@ def _broker_epoch(node: BrokerNode) -> int:
     return -1
 
 
+async def get_or_create_cluster_id(
+    coordinator: Coordinator, configured: str | None, *, rng: random.Random
+) -> str:
+    """Kafka's ``getOrGenerateClusterId``: the id in ``/cluster/id``, created by the first broker
+    (22 characters of URL-safe base64, as Kafka's ``Uuid``). A broker configured with a different
+    ``cluster.id`` refuses to join (it belongs to another cluster)."""
+    try:
+        data, _ = await coordinator.get(zk_data.CLUSTER_ID_PATH)
+        existing = zk_data.decode_cluster_id(data)
+    except NoNodeError:
+        proposed = (
+            configured or base64.urlsafe_b64encode(rng.getrandbits(128).to_bytes(16, "big")).decode()[:22]
+        )
+        await coordinator.ensure_path("/cluster")
+        try:
+            await coordinator.create(zk_data.CLUSTER_ID_PATH, zk_data.encode_cluster_id(proposed))
+            return proposed
+        except NodeExistsError:
+            data, _ = await coordinator.get(zk_data.CLUSTER_ID_PATH)  # another broker won the race
+            existing = zk_data.decode_cluster_id(data)
+    if configured is not None and configured != existing:
+        raise RuntimeFailure(
+            f"cluster.id {configured!r} does not match the cluster's id {existing!r} in ZooKeeper: "
+            "this broker belongs to another cluster"
+        )
+    return existing
+
+
 def wire_codec() -> Codec:
     """Every message that may cross between nodes."""
     return Codec.from_modules(runtime.messages, actors.protocol, actors.client_protocol)
@@ -140,6 +170,7 @@ async def broker_node_context(
     rack: str | None = None,
     static_properties: Mapping[str, str] | None = None,
     broker_config_entries: tuple[DescribeConfigsEntry, ...] = (),
+    cluster_id: str | None = None,
 ) -> AsyncIterator[BrokerNode]:
     """Run one broker node for the duration of the ``async with`` block."""
     clock = adapters.clock
@@ -159,6 +190,7 @@ async def broker_node_context(
     await coordinator.start()
     for path in zk_data.PERSISTENT_ZK_PATHS:
         await coordinator.ensure_path(path)
+    effective_cluster_id = await get_or_create_cluster_id(coordinator, cluster_id, rng=adapters.rng)
     registration = zk_data.http_broker_registration(
         config.broker_id, host, port, timestamp_ms=clock.wall_clock_ms(), rack=rack
     )
@@ -180,6 +212,7 @@ async def broker_node_context(
                     coordinator=coordinator,
                     registration=registration,
                     address_book=adapters.address_book,
+                    cluster_id=effective_cluster_id,
                 ),
             )
             admin = system.spawn(
