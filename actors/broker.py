@@ -251,6 +251,7 @@ class BrokerActor(Actor[BrokerMessage]):
         self.controller_epoch = 0
         self.broker_epoch = -1
         self.registered = False
+        self.has_current_metadata = False
         self.state = BrokerState.STARTING
         self.propagation: IsrChangePropagation | None = None
         self.hw_checkpoint_started = False
@@ -735,6 +736,10 @@ class BrokerActor(Actor[BrokerMessage]):
             return
         self.controller_epoch = request.controller_epoch
         self.metadata.update(request)
+        if self.registered and any(b.broker_id == self.broker_id for b in request.live_brokers):
+            # The controller has seen this incarnation: the cache now describes the cluster as it
+            # is with this broker in it (what readiness may trust).
+            self.has_current_metadata = True
         for endpoint in request.live_brokers:
             self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
         _answer(ctx, requester, UpdateMetadataResponse(error_code=ErrorCode.NONE))
@@ -784,6 +789,7 @@ class BrokerActor(Actor[BrokerMessage]):
 
     def _on_session_lost(self, ctx: Context[BrokerMessage]) -> None:
         self.registered = False
+        self.has_current_metadata = False
         self.zookeeper_expires_total += 1
         ctx.log.warning("ZooKeeper session expired; the registration will be re-created")
 
@@ -863,6 +869,20 @@ class BrokerActor(Actor[BrokerMessage]):
             request_errors_total=dict(metrics.request_errors_total),
             zookeeper_expires_total=self.zookeeper_expires_total,
             zookeeper_disconnects_total=self.zookeeper_disconnects_total,
+            followed_out_of_isr=self._followed_out_of_isr(),
+            has_current_metadata=self.has_current_metadata,
+        )
+
+    def _followed_out_of_isr(self) -> tuple[str, ...]:
+        """Partitions with a live leader that name this broker as a replica but not in their ISR,
+        per the controller's latest UpdateMetadata."""
+        me = self.broker_id
+        return tuple(
+            sorted(
+                str(tp)
+                for tp, state in self.metadata.partitions.items()
+                if me in state.replicas and me not in state.isr and state.leader >= 0 and state.leader != me
+            )
         )
 
 

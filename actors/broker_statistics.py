@@ -44,6 +44,11 @@ class BrokerStatistics:
     request_errors_total: dict[tuple[str, str], int]
     zookeeper_expires_total: int
     zookeeper_disconnects_total: int
+    # Partitions this broker follows whose ISR (as the controller last published it) lacks it:
+    # readiness waits for none, so a rolling restart never takes a partition below min ISR.
+    followed_out_of_isr: tuple[str, ...] = ()
+    # An UpdateMetadata naming this broker live arrived since it (last) registered.
+    has_current_metadata: bool = False
 
 
 @dataclass(slots=True)

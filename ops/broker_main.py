@@ -3,7 +3,7 @@
 What Kubernetes (and ``actorlog cluster up``) runs. The process serves, on its one HTTP listener:
 the internal actor endpoints (shared-secret authenticated), ``GET /metrics``, ``GET /healthz``
 (liveness: answers while the event loop is responsive) and ``GET /readyz`` (readiness: registered in
-ZooKeeper and every followed partition caught up with its leader), plus the JSON API.
+ZooKeeper and back in the ISR of every partition it follows), plus the JSON API.
 
 SIGTERM or SIGINT stops the broker cleanly: actors stop, logs are flushed and closed with the
 clean-shutdown marker, the ZooKeeper session closes (the registration vanishes at once). A second
@@ -31,8 +31,8 @@ from ops.config import BrokerSettings, ConfigError, load_broker_settings
 from ops.json_api import json_api_routes
 from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
 from runtime.clock import LoopClock
-from runtime.errors import RuntimeFailure
 from runtime.coordination.zk import ZkCoordinator
+from runtime.errors import RuntimeFailure
 from runtime.logging import configure_logging
 from runtime.metrics import NodeMetrics
 from runtime.rng import fresh_seed, node_rng
@@ -46,21 +46,33 @@ _log = logging.getLogger("actorlog.broker")
 
 
 def readiness(node: BrokerNode | None) -> tuple[bool, dict[str, object]]:
-    """Ready = registered in ZooKeeper and caught up on every followed partition."""
+    """Ready = registered in ZooKeeper, the controller's metadata received since, every replica
+    fetcher past its truncation phase, and this broker in the ISR of every partition it follows,
+    as the controller last published it. The ISR
+    condition is what makes a rolling restart safe: the next broker may go only once this one
+    counts toward min.insync.replicas again. (Lag alone would flap under steady load.)"""
     if node is None:
         return False, {"reason": "starting"}
-    registered = False
-    lagging: list[str] = []
+    registered = current = False
+    out_of_isr: list[str] = []
+    not_fetching: list[str] = []
     for _, actor in node.system.actor_instances():
         if isinstance(actor, BrokerActor):
-            registered = actor.statistics().registered
-        elif isinstance(actor, ReplicaFetcherActor):
             stats = actor.statistics()
-            lagging += [
-                str(p.tp) for p in stats.partitions if p.phase is not FetchPhase.FETCHING or p.lag > 0
+            registered = stats.registered
+            current = stats.has_current_metadata
+            out_of_isr = list(stats.followed_out_of_isr)
+        elif isinstance(actor, ReplicaFetcherActor):
+            not_fetching += [
+                str(p.tp) for p in actor.statistics().partitions if p.phase is not FetchPhase.FETCHING
             ]
-    ready = registered and not lagging
-    detail: dict[str, object] = {"registered": registered, "lagging_partitions": sorted(lagging)}
+    ready = registered and current and not out_of_isr and not not_fetching
+    detail: dict[str, object] = {
+        "registered": registered,
+        "metadata_from_controller": current,
+        "out_of_isr_partitions": sorted(out_of_isr),
+        "not_fetching_partitions": sorted(not_fetching),
+    }
     return ready, detail
 
 
