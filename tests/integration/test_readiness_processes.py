@@ -41,15 +41,6 @@ async def test_a_restarted_broker_is_ready_only_once_back_in_the_isr(cluster: Pr
     await cluster.wait_for_partition_state(TP, lambda s: len(s.isr) == 3, timeout_s=30)
     clock = LoopClock()
     async with aiohttp.ClientSession() as session:
-        assert (await readiness(session, cluster, 3))[0] == 200
-        await cluster.kill(3, signal.SIGKILL)
-        await cluster.wait_for_partition_state(TP, lambda s: 3 not in s.isr, timeout_s=30)
-        producer = ProduceLoop(cluster, TP)
-        producer.start()
-        await producer.wait_for_acks(50, timeout_s=30)  # broker 3 is now behind
-        await cluster.start(3)
-        status, body = await readiness(session, cluster, 3)
-        assert status == 503  # registered, but it has not heard from the controller yet
 
         async def until(condition: Callable[[int, dict], bool]) -> tuple[int, dict]:
             """Ask /readyz until ``condition`` holds: an external process's state, observed over
@@ -59,6 +50,17 @@ async def test_a_restarted_broker_is_ready_only_once_back_in_the_isr(cluster: Pr
                 if condition(status, body):
                     return status, body
                 await wait_ms(clock, 20)
+
+        # A new follower is ready once its fetcher runs and the controller's metadata has arrived.
+        await asyncio.wait_for(until(lambda status, _b: status == 200), timeout=30)
+        await cluster.kill(3, signal.SIGKILL)
+        await cluster.wait_for_partition_state(TP, lambda s: 3 not in s.isr, timeout_s=30)
+        producer = ProduceLoop(cluster, TP)
+        producer.start()
+        await producer.wait_for_acks(50, timeout_s=30)  # broker 3 is now behind
+        await cluster.start(3)
+        status, body = await readiness(session, cluster, 3)
+        assert status == 503  # no word from the controller yet, or it shows broker 3 out of the ISR
 
         # Once the controller's metadata arrives it shows broker 3 out of the ISR: still not ready
         # (the leader's ISR change reaches the controller only after 5 s of quiet).
