@@ -35,6 +35,7 @@ Statistics (and Kafka's BrokerState numbers): ``broker_statistics.py``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections import deque
 from collections.abc import Callable
@@ -51,6 +52,7 @@ from actors.broker_requests import (
     decide_fetch,
 )
 from actors.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
+from actors.client_protocol import ADMIN_ACTOR_NAME, CreatableTopic, CreateTopicsRequest
 from actors.config import BrokerConfig, TopicPolicy
 from actors.errors import ErrorCode
 from actors.hosted_partitions import HostedPartitions
@@ -75,6 +77,7 @@ from actors.protocol import (
     ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     MetadataRequest,
+    MetadataResponse,
     OffsetForLeaderEpochResult,
     OffsetsForLeaderEpochRequest,
     PartitionError,
@@ -99,6 +102,7 @@ from actors.topic_config_manager import (
     TopicConfigManagerActor,
     TopicConfigsLoaded,
 )
+from actors.topic_names import validate_topic_name
 from actors.types import TopicPartition, broker_node
 from runtime.actor import Actor
 from runtime.context import Context
@@ -166,6 +170,13 @@ class _RetentionTick:
 
 
 @dataclass(frozen=True, slots=True)
+class _AutoCreated:
+    """The admin actor is done with topics this broker asked it to create (auto-creation)."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class _TopicConfigsReady:
     """The topic-configs actor's answer (None: it failed; the held requests wait for a retry)."""
 
@@ -205,6 +216,7 @@ BrokerMessage: TypeAlias = (
     | _RetentionTick
     | _TopicConfigsReady
     | TopicConfigChanged
+    | _AutoCreated
 )
 
 
@@ -245,6 +257,7 @@ class BrokerActor(Actor[BrokerMessage]):
         # in arrival order (the controller's order is the order they take effect in).
         self._held: deque[tuple[ControllerRequest, Requester | None, int]] = deque()
         self._loading_topic_configs = False
+        self._auto_creating: set[str] = set()
         self.pending: dict[int, PendingRequest] = {}
         # Parked fetches by partition they watch.
         self.watchers: dict[TopicPartition, set[int]] = {}
@@ -329,7 +342,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._on_offsets_for_leader_epoch(ctx, message)
             case MetadataRequest():
                 self._count_request(ctx, "Metadata", ctx.now_ns)
-                ctx.reply(self.metadata.response(message.topics))
+                ctx.reply(self._metadata_response(ctx, message))
             case LeaderAndIsrRequest():
                 self._on_leader_and_isr(ctx, message)
             case UpdateMetadataRequest() | StopReplicaRequest():
@@ -362,6 +375,8 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._start_checkpoint(ctx, message.kind)
             case _CheckpointDone():
                 self._on_checkpoint_done(ctx, message)
+            case _AutoCreated():
+                self._auto_creating.difference_update(message.topics)
             case _TopicConfigsReady():
                 self._on_topic_configs_ready(ctx, message)
             case TopicConfigChanged():
@@ -614,6 +629,40 @@ class BrokerActor(Actor[BrokerMessage]):
         request = pending.request
         assert isinstance(request, ListOffsetsRequest)
         self._reply(ctx, pending, assemble_list_offsets_response(request, pending.results))
+
+    def _metadata_response(self, ctx: Context[BrokerMessage], request: MetadataRequest) -> MetadataResponse:
+        """Kafka's Metadata; with ``auto.create.topics.enable`` and a request that allows it, named
+        topics that do not exist are created (with the broker defaults) through this node's admin
+        actor and answered LEADER_NOT_AVAILABLE until they have leaders, as Kafka does."""
+        response = self.metadata.response(request.topics)
+        if not (
+            self.config.auto_create_topics_enable and request.allow_auto_topic_creation and request.topics
+        ):
+            return response
+        missing = [
+            t.name
+            for t in response.topics
+            if t.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and validate_topic_name(t.name) is None
+        ]
+        if not missing:
+            return response
+        fresh = [name for name in missing if name not in self._auto_creating]
+        if fresh:
+            self._auto_creating.update(fresh)
+            ctx.ask(
+                ActorRef(node_id=ctx.self_ref.node_id, name=ADMIN_ACTOR_NAME),
+                CreateTopicsRequest(topics=tuple(CreatableTopic(name=name) for name in fresh)),
+                timeout_ms=self.config.request_timeout_ms,
+                on_reply=lambda _reply: _AutoCreated(tuple(fresh)),
+                on_failure=lambda _failure: _AutoCreated(tuple(fresh)),
+            )
+        return dataclasses.replace(
+            response,
+            topics=tuple(
+                dataclasses.replace(t, error_code=ErrorCode.LEADER_NOT_AVAILABLE) if t.name in missing else t
+                for t in response.topics
+            ),
+        )
 
     # -------------------------------------------------------------------- controller requests
 

@@ -44,6 +44,9 @@ class BrokerConfig:
     default_replication_factor: int = 3
     num_partitions: int = 1
     delete_topic_enable: bool = True
+    # Kafka's default is true; here topics are created on purpose (a typo in a producer's topic
+    # name must not create an RF-3 topic). Set true for Kafka's behaviour.
+    auto_create_topics_enable: bool = False
     min_insync_replicas: int = 2
     unclean_leader_election_enable: bool = False
     message_max_bytes: int = 1_000_012

@@ -264,9 +264,12 @@ class ListOffsetsResponse:
 @wire
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MetadataRequest:
-    """``topics=None`` asks for every topic."""
+    """``topics=None`` asks for every topic. With ``allow_auto_topic_creation`` (Kafka's field,
+    true by default) a broker with ``auto.create.topics.enable`` creates the named topics it does
+    not know; tools that only look (admin, describe) send false."""
 
     topics: tuple[str, ...] | None = None
+    allow_auto_topic_creation: bool = True
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -14,7 +14,7 @@ Keys beyond ``actors.config.BrokerConfig`` and the storage's log defaults:
 ``listeners`` (``HTTP://host:port``), ``advertised.listeners``, ``log.dirs`` (one directory),
 ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``), ``internal.auth.secret``,
 ``broker.rack``, ``socket.request.max.bytes``, ``metrics.snapshot.dir``,
-``metrics.snapshot.interval.ms``, ``auto.create.topics.enable``, ``cluster.id``.
+``metrics.snapshot.interval.ms``, ``cluster.id``.
 """
 
 from __future__ import annotations
@@ -73,7 +73,6 @@ class BrokerSettings:
     socket_request_max_bytes: int
     metrics_snapshot_dir: str | None
     metrics_snapshot_interval_ms: int
-    auto_create_topics_enable: bool
     cluster_id: str | None
     properties: Mapping[str, str]
 
@@ -124,7 +123,6 @@ _OTHER_KEYS: Final = frozenset(
         "socket.request.max.bytes",
         "metrics.snapshot.dir",
         "metrics.snapshot.interval.ms",
-        "auto.create.topics.enable",
         "cluster.id",
     }
 )
@@ -242,7 +240,6 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
         socket_request_max_bytes=_int(properties, "socket.request.max.bytes", 104_857_600, minimum=1024),
         metrics_snapshot_dir=properties.get("metrics.snapshot.dir") or None,
         metrics_snapshot_interval_ms=_int(properties, "metrics.snapshot.interval.ms", 60_000, minimum=1000),
-        auto_create_topics_enable=_bool(properties, "auto.create.topics.enable", False),
         cluster_id=properties.get("cluster.id") or None,
         properties=dict(properties),
     )

@@ -243,7 +243,9 @@ class JsonApi:
 
     async def _metadata(self, node: BrokerNode, topics: tuple[str, ...] | None) -> MetadataResponse:
         response = await node.system.ask(
-            node.broker, MetadataRequest(topics=topics), timeout_ms=node.config.request_timeout_ms
+            node.broker,
+            MetadataRequest(topics=topics, allow_auto_topic_creation=False),
+            timeout_ms=node.config.request_timeout_ms,
         )
         return _expect(response, MetadataResponse)
 

@@ -194,10 +194,12 @@ def _timestamp_type(raw: str) -> TimestampType:
 
 
 def _cleanup_policy(raw: str) -> str:
+    # Log compaction is not implemented: accepting "compact" would silently keep every record
+    # forever (or delete what a compacted topic must keep), so it is refused.
     parts = [part.strip() for part in raw.split(",")]
-    if not parts or any(part not in ("delete", "compact") for part in parts):
+    if parts != ["delete"]:
         raise ValueError(raw)
-    return ",".join(parts)
+    return "delete"
 
 
 def _at_least(minimum: int, maximum: int = LONG_MAX) -> Callable[[Any], bool]:
@@ -239,7 +241,7 @@ _TOPIC_KEYS: Final[dict[str, _Key]] = {
         "cleanup_policy",
         _cleanup_policy,
         lambda value: isinstance(value, str) and bool(value),
-        "a list of delete and/or compact",
+        "delete (log compaction is not supported)",
     ),
     "min.insync.replicas": _Key("min_insync_replicas", _long, _at_least(1, INT_MAX), "an int >= 1"),
     "unclean.leader.election.enable": _Key(

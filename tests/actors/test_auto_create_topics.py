@@ -1,0 +1,51 @@
+"""auto.create.topics.enable: a Metadata request naming an unknown topic creates it (broker
+defaults) when the broker allows it and the request does; tools that only look never create."""
+
+from __future__ import annotations
+
+import pytest
+
+from actors import zk_data
+from actors.errors import ErrorCode
+from actors.protocol import MetadataRequest, MetadataResponse
+from tests.support.cluster import InProcessCluster
+
+pytestmark = pytest.mark.asyncio
+
+
+async def metadata(cluster: InProcessCluster, topic: str, *, allow: bool) -> MetadataResponse:
+    response = await cluster.client.ask(
+        cluster.brokers[1].ref,
+        MetadataRequest(topics=(topic,), allow_auto_topic_creation=allow),
+        timeout_ms=10_000,
+    )
+    assert isinstance(response, MetadataResponse)
+    await cluster.settle()
+    return response
+
+
+async def test_an_unknown_topic_is_created_when_allowed() -> None:
+    async with InProcessCluster(config_overrides={"auto_create_topics_enable": True}) as cluster:
+        for broker_id in (1, 2, 3):
+            await cluster.start_broker(broker_id)
+        (looked,) = (await metadata(cluster, "looked-at", allow=False)).topics
+        assert looked.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert await cluster.admin.exists(zk_data.topic_path("looked-at")) is None
+
+        (created,) = (await metadata(cluster, "written-to", allow=True)).topics
+        assert created.error_code is ErrorCode.LEADER_NOT_AVAILABLE  # until the controller elects
+        data, _ = await cluster.admin.get(zk_data.topic_path("written-to"))
+        assignment = zk_data.decode_topic_assignment("written-to", data)
+        assert [len(replicas) for replicas in assignment.partitions.values()] == [3]  # RF 3, 1 partition
+
+        (illegal,) = (await metadata(cluster, "bad/name", allow=True)).topics
+        assert illegal.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+async def test_nothing_is_created_by_default() -> None:
+    async with InProcessCluster() as cluster:
+        for broker_id in (1, 2, 3):
+            await cluster.start_broker(broker_id)
+        (answer,) = (await metadata(cluster, "typo-topic", allow=True)).topics
+        assert answer.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert await cluster.admin.exists(zk_data.topic_path("typo-topic")) is None
