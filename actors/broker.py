@@ -912,6 +912,7 @@ class BrokerActor(Actor[BrokerMessage]):
             pending_requests=len(self.pending),
             propagation_outcomes={o.value: n for o, n in propagation.outcomes.items()} if propagation else {},
             pending_isr_changes=propagation.pending if propagation else 0,
+            propagation_failures_total=propagation.propagation_failures_total if propagation else 0,
             propagation_delay=propagation.delay_seconds.snapshot() if propagation else Histogram().snapshot(),
             request_durations={kind: h.snapshot() for kind, h in metrics.request_durations.items()},
             requests_total=dict(metrics.requests_total),

@@ -38,6 +38,7 @@ class BrokerStatistics:
     pending_requests: int
     propagation_outcomes: dict[str, int]
     pending_isr_changes: int
+    propagation_failures_total: int
     propagation_delay: HistogramSnapshot
     request_durations: dict[str, HistogramSnapshot]
     requests_total: dict[str, int]

@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -175,17 +176,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     try:
         files = render()
-    except (SyncError, OSError):
+    except (SyncError, OSError) as error:
+        print(f"k8s/sync.py: {error}", file=sys.stderr)
         return 2
     if arguments.check:
         problems = check(files)
-        for _problem in problems:
-            pass
+        for problem in problems:
+            print(f"out of date: {problem}", file=sys.stderr)
         if problems:
-            pass
+            print("run `python k8s/sync.py` and commit the result", file=sys.stderr)
         return 1 if problems else 0
-    for _change in write(files):
-        pass
+    for change in write(files):
+        print(f"wrote {change}")
     return 0
 
 

@@ -24,12 +24,31 @@ from actors.partition_state import Role
 from actors.replica_fetcher import FetcherStatistics, ReplicaFetcherActor
 from ops.metric_catalog import CATALOG, MetricSpec, MetricType
 from runtime.coordination.base import CoordinatorStatistics
-from runtime.histogram import LATENCY_BUCKETS_SECONDS, Histogram, HistogramSnapshot
+from runtime.histogram import (
+    LATENCY_BUCKETS_SECONDS,
+    PROPAGATION_BUCKETS_SECONDS,
+    Histogram,
+    HistogramSnapshot,
+)
 from runtime.metrics import histogram_family, system_metric_families
 from runtime.system import ActorSystem
 
 __all__ = ["REQUEST_KINDS", "NodeSnapshot", "broker_metric_families", "collect_node"]
 
+EXPECTED_REQUEST_ERRORS: tuple[tuple[str, str], ...] = tuple(
+    (kind, error)
+    for kind, names in {
+        "Produce": (
+            "NOT_ENOUGH_REPLICAS", "NOT_ENOUGH_REPLICAS_AFTER_APPEND", "NOT_LEADER_OR_FOLLOWER",
+            "REQUEST_TIMED_OUT", "UNKNOWN_TOPIC_OR_PARTITION",
+        ),
+        "Fetch": (
+            "FENCED_LEADER_EPOCH", "NOT_LEADER_OR_FOLLOWER", "OFFSET_OUT_OF_RANGE",
+            "UNKNOWN_TOPIC_OR_PARTITION",
+        ),
+    }.items()
+    for error in names
+)  # fmt: skip
 REQUEST_KINDS = (
     "Produce", "FetchConsumer", "FetchFollower", "ListOffsets", "OffsetsForLeaderEpoch", "Metadata",
     "LeaderAndIsr", "UpdateMetadata", "StopReplica", "ControlledShutdown",
@@ -138,8 +157,17 @@ def _propagation_families(broker: BrokerStatistics | None) -> list[Metric]:
         checks.add_metric([outcome], outcomes.get(outcome, 0))
     pending = _gauge("kafka_server_isrchangepropagation_pending_changes")
     pending.add_metric([], broker.pending_isr_changes if broker is not None else 0)
-    delay = broker.propagation_delay if broker is not None else Histogram().snapshot()
-    return [checks, pending, _histogram("kafka_server_isrchangepropagation_delay_seconds", [([], delay)])]
+    failures = _counter("kafka_server_isrchangepropagation_failures_total")
+    failures.add_metric([], broker.propagation_failures_total if broker is not None else 0)
+    delay = (
+        broker.propagation_delay if broker is not None else Histogram(PROPAGATION_BUCKETS_SECONDS).snapshot()
+    )
+    return [
+        checks,
+        pending,
+        failures,
+        _histogram("kafka_server_isrchangepropagation_delay_seconds", [([], delay)]),
+    ]
 
 
 def _partition_families(partitions: list[PartitionStatistics]) -> list[Metric]:
@@ -229,7 +257,9 @@ def _request_families(snapshot: NodeSnapshot) -> list[Metric]:
     for kind in REQUEST_KINDS:
         requests.add_metric([kind], totals.get(kind, 0))
     error_family = _counter("kafka_network_requestmetrics_errors_total")
-    for (kind, error), count in sorted(errors.items()):
+    # The errors a healthy cluster sees during faults exist from start-up at 0, so rate() counts
+    # the first one too (a series born at 1 has no increase to show).
+    for (kind, error), count in sorted({**dict.fromkeys(EXPECTED_REQUEST_ERRORS, 0), **errors}.items()):
         error_family.add_metric([kind, error], count)
     purgatory = _gauge("kafka_server_delayedoperationpurgatory_purgatorysize")
     purgatory.add_metric(["Produce"], sum(p.delayed_produces for p in snapshot.partitions))

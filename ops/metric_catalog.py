@@ -71,6 +71,9 @@ CATALOG: tuple[MetricSpec, ...] = (
                "isr-change-propagation checks with pending changes, by outcome: written (after 5 s "
                "of quiet), forced (by the 60 s bound while changes kept coming; also writes), "
                "deferred (black-out: nothing written).", ("outcome",)),
+    MetricSpec("kafka_server_isrchangepropagation_failures_total", C,
+               "isr_change_notification writes that failed (ZooKeeper unavailable): the changes stay "
+               "pending and are written at a later check."),
     MetricSpec("kafka_server_isrchangepropagation_pending_changes", G,
                "Partitions whose ISR change is recorded but not yet propagated (isrChangeSet size)."),
     MetricSpec("kafka_server_isrchangepropagation_delay_seconds", H,
