@@ -35,7 +35,7 @@ from __future__ import annotations
 
 from typing import Final
 
-from actors.errors import ErrorCode
+from actors.errors import ErrorCode, KafkaError
 
 __all__ = [
     "BufferExhaustedError",
@@ -57,20 +57,16 @@ __all__ = [
 ]
 
 
-class ProducerError(Exception):
-    """A send failed. ``error_code`` is Kafka's code for it (UNKNOWN_SERVER_ERROR when none applies)."""
+class ProducerError(KafkaError):
+    """A send failed. ``error_code`` is Kafka's code for it (UNKNOWN_SERVER_ERROR when none applies).
+    A ``KafkaError``, as every client's failures are, so ``except KafkaError`` catches them all."""
 
     default_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
 
     def __init__(self, message: str, error_code: ErrorCode | None = None) -> None:
-        super().__init__(message)
-        self.message = message
-        self.error_code = self.default_code if error_code is None else error_code
-
-    @property
-    def retriable(self) -> bool:
-        """Whether sending the record again may succeed."""
-        return self.error_code.retriable
+        super().__init__(self.default_code if error_code is None else error_code, message)
+        # The message alone, as before (KafkaError's str would prefix the code name).
+        self.args = (message,)
 
     def __repr__(self) -> str:
         if type(self) is ProducerClosedError:

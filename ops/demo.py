@@ -33,7 +33,6 @@ import aiohttp
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.errors import KafkaError
-from actors.producer_errors import ProducerError
 from actors.producer_protocol import RecordMetadata
 from actors.types import TopicPartition
 from ops.clients.admin import Admin
@@ -443,7 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     except (ConfigError, ZooKeeperNotInstalledError, ZooKeeperStartError) as error:
         print(f"actorlog demo: {error}", file=sys.stderr)
         return 2
-    except (KafkaError, ProducerError, TimeoutError, RuntimeError) as error:
+    except (KafkaError, TimeoutError, RuntimeError) as error:
         print(f"actorlog demo: failed: {type(error).__name__}: {error}", file=sys.stderr)
         return 1
 
