@@ -301,7 +301,11 @@ class AdminManagerActor(Actor[AdminMessage]):
         """Wait until this broker's metadata shows every topic with a leader on every partition
         (``present``) or none of them (deletion). Returns the topics still not there."""
         while True:
-            response = yield Ask(self.broker, MetadataRequest(topics=tuple(topics), allow_auto_topic_creation=False), _LOCAL_ASK_MS)
+            response = yield Ask(
+                self.broker,
+                MetadataRequest(topics=tuple(topics), allow_auto_topic_creation=False),
+                _LOCAL_ASK_MS,
+            )
             assert isinstance(response, MetadataResponse)
             ready = {
                 t.name
@@ -405,7 +409,11 @@ class AdminManagerActor(Actor[AdminMessage]):
             counts = {t.name: t.count for t in request.topics}
             deadline_ms = now_ms + request.timeout_ms
             while True:
-                response = yield Ask(self.broker, MetadataRequest(topics=tuple(grown), allow_auto_topic_creation=False), _LOCAL_ASK_MS)
+                response = yield Ask(
+                    self.broker,
+                    MetadataRequest(topics=tuple(grown), allow_auto_topic_creation=False),
+                    _LOCAL_ASK_MS,
+                )
                 assert isinstance(response, MetadataResponse)
                 pending = [
                     t.name for t in response.topics

@@ -148,7 +148,9 @@ class Admin:
 
     async def metadata(self, topics: Iterable[str] | None = None) -> MetadataResponse:
         wanted = None if topics is None else tuple(topics)
-        response = await self._ask_any("broker", MetadataRequest(topics=wanted, allow_auto_topic_creation=False))
+        response = await self._ask_any(
+            "broker", MetadataRequest(topics=wanted, allow_auto_topic_creation=False)
+        )
         assert isinstance(response, MetadataResponse)
         self._brokers = response.brokers
         self._node.learn(response.brokers)
