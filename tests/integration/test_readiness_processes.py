@@ -7,6 +7,7 @@ import asyncio
 import signal
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import pytest
@@ -31,7 +32,7 @@ async def cluster(zk_connect_string: str, tmp_path: Path) -> AsyncIterator[Proce
 
 async def readiness(
     session: aiohttp.ClientSession, cluster: ProcessCluster, broker_id: int
-) -> tuple[int, dict]:
+) -> tuple[int, dict[str, Any]]:
     async with session.get(cluster.brokers[broker_id].url + "/readyz") as response:
         return response.status, await response.json()
 
@@ -42,7 +43,7 @@ async def test_a_restarted_broker_is_ready_only_once_back_in_the_isr(cluster: Pr
     clock = LoopClock()
     async with aiohttp.ClientSession() as session:
 
-        async def until(condition: Callable[[int, dict], bool]) -> tuple[int, dict]:
+        async def until(condition: Callable[[int, dict[str, Any]], bool]) -> tuple[int, dict[str, Any]]:
             """Ask /readyz until ``condition`` holds: an external process's state, observed over
             HTTP (a 20 ms poll interval on the clock port keeps the brokers' CPU free)."""
             while True:
