@@ -1,0 +1,52 @@
+"""`actorlog demo` end to end (without the Spark rollup, which has its own tests): it ends by
+itself, reports nothing lost or duplicated, and leaves no process behind."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.integration, pytest.mark.zk]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_the_demo_runs_through_its_faults_and_loses_nothing(tmp_path: Path, zookeeper_server: object) -> None:
+    data_dir = tmp_path / "demo"
+    completed = subprocess.run(
+        [sys.executable, "-m", "ops", "demo", "--no-rollup", "--data-dir", str(data_dir)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        check=False,
+    )
+    out = completed.stdout
+    assert completed.returncode == 0, out + completed.stderr
+    timeline = out[out.index("Timeline") :]
+    for event in (
+        "cluster up",
+        "stalled (SIGSTOP)",
+        "shrank to",
+        "expanded to",
+        "ISR changes propagated to the controller",
+        "killed (SIGKILL)",
+        "controller elected broker",
+        "rejoined the ISR",
+        "cluster stopped",
+    ):
+        assert event in timeline, event
+    read_back = re.search(
+        r"read back (\d+) records: (\d+) acknowledged records lost, (\d+) duplicated", timeline
+    )
+    assert read_back is not None
+    assert int(read_back.group(1)) > 1000
+    assert (read_back.group(2), read_back.group(3)) == ("0", "0")
+    assert not (data_dir / "cluster.json").exists()  # the cluster is gone
+    assert list((data_dir / "snapshots").rglob("*.parquet"))
