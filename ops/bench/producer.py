@@ -6,9 +6,9 @@
                                  [--bootstrap-server H:P --secret S]
 
 Without ``--bootstrap-server`` it starts its own cluster in a temporary directory: a ZooKeeper from
-the installed package and three broker processes (``python -m ops broker start``), topics
+the installed package and three broker processes (``ops.local_cluster``), topics
 ``bench-rf1`` (each partition on one broker) and ``bench-rf3`` (three replicas,
-``min.insync.replicas=2``) created the way an admin does in ZooKeeper mode. With one it uses those
+``min.insync.replicas=2``) created through the admin API. With one it uses those
 topics on that cluster (create them first).
 
 Each case runs in this process: one ``Producer`` (idempotent for acks=all, the default; acks=1
@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import sys
 import tempfile
 import time
@@ -33,14 +32,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from actors import zk_data
 from actors.producer_protocol import RecordMetadata
+from ops.clients.admin import Admin
 from ops.clients.producer import Producer
-from ops.zookeeper import LocalZooKeeper
-from runtime.coordination import WatchEvent
-from runtime.coordination.zk import ZkCoordinator
+from ops.local_cluster import LocalCluster
 
-SECRET = "producer-bench-secret-0123456789"
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -98,104 +94,16 @@ class Result:
 # ------------------------------------------------------------------------------------- cluster
 
 
-class BenchCluster:
-    """ZooKeeper + broker processes in a temporary directory, stopped on exit."""
-
-    def __init__(self, base: Path, brokers: int, partitions: int) -> None:
-        self.base = base
-        self.broker_count = brokers
-        self.partitions = partitions
-        self.zookeeper = LocalZooKeeper(base / "zookeeper", force_sync=False)
-        self.processes: list[asyncio.subprocess.Process] = []
-        self.ports: list[int] = []
-        self.admin: ZkCoordinator | None = None
-
-    @property
-    def pids(self) -> list[int]:
-        return [process.pid for process in self.processes]
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{port}" for port in self.ports)
-
-    async def __aenter__(self) -> BenchCluster:
-        await self.zookeeper.start()
-        self.admin = ZkCoordinator(self.zookeeper.connect_string, session_timeout_ms=10_000)
-        await self.admin.start()
-        for path in zk_data.PERSISTENT_ZK_PATHS:
-            await self.admin.ensure_path(path)
-        await asyncio.gather(
-            *(self._start_broker(broker_id) for broker_id in range(1, self.broker_count + 1))
-        )
-        await self._create_topics()
-        return self
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        for process in self.processes:
-            if process.returncode is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                await asyncio.wait_for(process.wait(), timeout=30)
-            except TimeoutError:
-                process.kill()
-                await process.wait()
-        if self.admin is not None:
-            await self.admin.close()
-        await self.zookeeper.stop()
-
-    async def _start_broker(self, broker_id: int) -> None:
-        assert self.admin is not None
-        port = _free_port()
-        self.ports.append(port)
-        config = self.base / f"broker-{broker_id}.properties"
-        config.write_text(
-            "".join(
-                f"{key}={value}\n"
-                for key, value in {
-                    "broker.id": broker_id,
-                    "listeners": f"HTTP://127.0.0.1:{port}",
-                    "log.dirs": self.base / f"broker-{broker_id}",
-                    "zookeeper.connect": self.zookeeper.connect_string,
-                    "internal.auth.secret": SECRET,
-                    "min.insync.replicas": 2,
-                }.items()
-            )
-        )
-        registered = asyncio.get_running_loop().create_future()
-
-        def on_event(event: WatchEvent) -> None:
-            if not registered.done():
-                registered.set_result(None)
-
-        with (self.base / f"broker-{broker_id}.log").open("ab") as output:
-            process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ops", "broker", "start", "--config", str(config),
-                cwd=ROOT, stdout=output, stderr=output, env={**os.environ, "PYTHONPATH": str(ROOT)},
-            )  # fmt: skip
-        self.processes.append(process)
-        if await self.admin.exists(zk_data.broker_id_path(broker_id), watch=on_event) is None:
-            await asyncio.wait_for(registered, timeout=60)
-
-    async def _create_topics(self) -> None:
-        assert self.admin is not None
-        brokers = list(range(1, self.broker_count + 1))
-        rf1 = {p: (brokers[p % len(brokers)],) for p in range(self.partitions)}
-        rf3 = {
-            p: tuple(brokers[(p + i) % len(brokers)] for i in range(min(3, len(brokers))))
-            for p in range(self.partitions)
-        }
-        for topic, assignment in (("bench-rf1", rf1), ("bench-rf3", rf3)):
-            await self.admin.create(
-                zk_data.topic_path(topic),
-                zk_data.encode_topic_assignment(zk_data.TopicAssignment(partitions=assignment)),
-            )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+async def create_topics(cluster: LocalCluster, partitions: int) -> None:
+    """``bench-rf1`` (each partition on one broker) and ``bench-rf3`` (three replicas, min ISR 2)."""
+    brokers = sorted(cluster.processes)
+    rf1 = {p: [brokers[p % len(brokers)]] for p in range(partitions)}
+    rf3 = {
+        p: [brokers[(p + i) % len(brokers)] for i in range(min(3, len(brokers)))] for p in range(partitions)
+    }
+    async with Admin(cluster.bootstrap_servers, secret=cluster.secret) as admin:
+        await admin.create_topic("bench-rf1", replica_assignment=rf1)
+        await admin.create_topic("bench-rf3", replica_assignment=rf3, configs={"min.insync.replicas": "2"})
 
 
 # --------------------------------------------------------------------------------------- runs
@@ -294,13 +202,22 @@ async def main_async(args: argparse.Namespace) -> int:
         ]
     else:
         with tempfile.TemporaryDirectory(prefix="actorlog-producer-bench-") as base:
-            async with BenchCluster(Path(base), args.brokers, args.partitions) as cluster:
-                print(f"cluster: {args.brokers} brokers at {cluster.bootstrap}, {args.partitions} partitions")
+            async with LocalCluster(Path(base), brokers=args.brokers, base_port=0) as cluster:
+                await create_topics(cluster, args.partitions)
+                pids = [b.process.pid for b in cluster.processes.values() if b.process is not None]
+                bootstrap = cluster.bootstrap_servers
+                print(f"cluster: {args.brokers} brokers at {bootstrap}, {args.partitions} partitions")
                 results = []
                 for case in cases:
                     for size in sizes:
                         result = await run_case(
-                            cluster.bootstrap, SECRET, case, size, _count(args, size), args, cluster.pids
+                            cluster.bootstrap_servers,
+                            cluster.secret,
+                            case,
+                            size,
+                            _count(args, size),
+                            args,
+                            pids,
                         )
                         print(result.line(), flush=True)
                         results.append(result)
