@@ -17,16 +17,13 @@ from actors.errors import ErrorCode
 from actors.protocol import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
-    FetchPartition,
-    FetchRequest,
-    FetchResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
 from actors.types import TopicPartition
 from runtime.ref import ActorRef
-from runtime.storage.records import iterate_batches
 from tests.support.process_cluster import ProcessCluster, ProduceLoop
+from tests.support.producer_faults import read_partition
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration, pytest.mark.zk]
 
@@ -59,35 +56,6 @@ async def broker_epoch(cluster: ProcessCluster, broker_id: int) -> int:
     stat = await cluster.admin.exists(zk_data.broker_id_path(broker_id))
     assert stat is not None
     return stat.czxid
-
-
-async def read_all(
-    cluster: ProcessCluster, broker_id: int, tp: TopicPartition
-) -> list[tuple[int, bytes | None]]:
-    records: list[tuple[int, bytes | None]] = []
-    offset = 0
-    while True:
-        wanted = FetchPartition(
-            topic=tp.topic, partition=tp.partition, fetch_offset=offset, partition_max_bytes=1 << 20
-        )
-        response = await cluster.client.ask(
-            cluster.brokers[broker_id].ref,
-            FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partitions=(wanted,)),
-            timeout_ms=10_000,
-        )
-        assert isinstance(response, FetchResponse)
-        data = response.partitions[0]
-        assert data.error_code is ErrorCode.NONE, data
-        batch = [
-            (r.offset, r.value)
-            for b in iterate_batches(data.records)
-            for r in b.records()
-            if r.offset >= offset
-        ]
-        if not batch:
-            return records
-        records += batch
-        offset = batch[-1][0] + 1
 
 
 async def test_controller_epoch_starts_at_one_and_every_move_increments_it(cluster: ProcessCluster) -> None:
@@ -162,7 +130,7 @@ async def test_hard_kill_of_the_leader_under_acks_all_load_loses_nothing(cluster
     await cluster.wait_for_partition_state(TP, lambda s: set(s.isr) == {1, 2, 3}, timeout_s=60)
     await producer.stop()
     leader = (await cluster.zk_partition_state(TP))[0].leader
-    records = await read_all(cluster, leader, TP)
+    records = await read_partition(cluster.client, cluster.brokers[leader].ref, TP)
     values = [value for _, value in records]
     assert [v for v in producer.acknowledged if v not in values] == []
     assert len(values) == len(set(values)), "duplicates"

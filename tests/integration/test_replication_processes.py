@@ -19,17 +19,14 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from actors.errors import ErrorCode
 from actors.protocol import (
-    FetchPartition,
-    FetchRequest,
-    FetchResponse,
     ProducePartitionData,
     ProduceRequest,
     ProduceResponse,
 )
 from actors.types import TopicPartition
 from runtime.storage.record_builder import SimpleRecord, build_batch
-from runtime.storage.records import iterate_batches
 from tests.support.process_cluster import ProcessCluster
+from tests.support.producer_faults import read_partition
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration, pytest.mark.zk]
 
@@ -64,32 +61,6 @@ async def produce(cluster: ProcessCluster, value: bytes, *, acks: int = -1) -> P
     response = await cluster.client.ask(cluster.brokers[1].ref, request, timeout_ms=20_000)
     assert isinstance(response, ProduceResponse)
     return response
-
-
-async def read_all(cluster: ProcessCluster) -> list[tuple[int, bytes | None]]:
-    records: list[tuple[int, bytes | None]] = []
-    offset = 0
-    while True:
-        wanted = FetchPartition(
-            topic=TP.topic, partition=TP.partition, fetch_offset=offset, partition_max_bytes=1 << 20
-        )
-        request = FetchRequest(
-            replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, partitions=(wanted,)
-        )
-        response = await cluster.client.ask(cluster.brokers[1].ref, request, timeout_ms=10_000)
-        assert isinstance(response, FetchResponse)
-        data = response.partitions[0]
-        assert data.error_code is ErrorCode.NONE
-        batch_records = [
-            (r.offset, r.value)
-            for b in iterate_batches(data.records)
-            for r in b.records()
-            if r.offset >= offset
-        ]
-        if not batch_records:
-            return records
-        records += batch_records
-        offset = batch_records[-1][0] + 1
 
 
 async def metric(cluster: ProcessCluster, broker_id: int, name: str) -> float:
@@ -153,7 +124,7 @@ async def test_stalled_follower_leaves_and_rejoins_the_isr_and_nothing_acknowled
     cluster.resume(2)
     cluster.resume(3)
 
-    values = [value for _, value in await read_all(cluster)]
+    values = [value for _, value in await read_partition(cluster.client, cluster.brokers[1].ref, TP)]
     missing = [value for value in acknowledged if value not in values]
     assert missing == []
     assert b"refused" not in values
