@@ -100,5 +100,7 @@ def build_session(plan: SessionPlan) -> SparkSession:
     session.conf.set("spark.sql.session.timeZone", "UTC")
     if "spark.sql.shuffle.partitions" in plan.config:
         session.conf.set("spark.sql.shuffle.partitions", plan.config["spark.sql.shuffle.partitions"])
-    session.sparkContext.setLogLevel("WARN")
+    # Errors only: Spark's planner warnings (single-partition windows for the flapping ranking,
+    # truncated plan strings) say nothing an operator can act on and bury the job's own lines.
+    session.sparkContext.setLogLevel("ERROR")
     return session
