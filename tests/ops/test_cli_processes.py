@@ -5,8 +5,10 @@ cluster's credential on their own, as the README says."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -14,11 +16,14 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import aiohttp
 import orjson
 import pytest
 
 from ops.clients.connection import SECRET_ENV
+from runtime.clock import LoopClock, wait_ms
 
 pytestmark = [pytest.mark.integration, pytest.mark.zk]
 
@@ -284,3 +289,59 @@ def test_the_command_itself() -> None:
     )
     assert unknown.returncode == 2
     assert "unknown command 'frobnicate'" in unknown.stderr
+
+
+@pytest.mark.prometheus
+def test_cluster_up_with_prometheus_scrapes_every_broker(tmp_path: Path, zookeeper_server: object) -> None:
+    """`cluster up --prometheus` runs a real Prometheus (from the installed package) that scrapes
+    every broker, loads the alert rules, and prints its URL; Ctrl-C stops it with the rest."""
+    if shutil.which("prometheus") is None and not os.environ.get("ACTORLOG_REQUIRE_PROMETHEUS"):
+        pytest.skip("prometheus is not installed (make test installs it)")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "ops", "cluster", "up", "--base-port", "0", "--brokers", "2", "--prometheus"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    watchdog = threading.Timer(120, process.kill)
+    watchdog.start()
+    banner: list[str] = []
+    assert process.stdout is not None
+    for line in process.stdout:
+        banner.append(line.rstrip("\n"))
+        if line.startswith("Press Ctrl-C"):
+            break
+    watchdog.cancel()
+    try:
+        url = next(line.split()[-1] for line in banner if line.strip().startswith("Prometheus"))
+        assert url.startswith("http://127.0.0.1:")
+
+        async def observe() -> tuple[list[dict[str, Any]], str]:
+            """Prometheus's own view, asked over its HTTP API until both brokers are scraped (its
+            file discovery and first scrape take a few seconds: a bounded poll of an external
+            process, 250 ms apart)."""
+            clock = LoopClock()
+            async with aiohttp.ClientSession() as session:
+
+                async def healthy() -> list[dict[str, Any]]:
+                    while True:
+                        async with session.get(f"{url}/api/v1/targets") as response:
+                            active = (await response.json())["data"]["activeTargets"]
+                        up = [t for t in active if t.get("health") == "up"]
+                        if len(up) == 2:
+                            return up
+                        await wait_ms(clock, 250)
+
+                up = await asyncio.wait_for(healthy(), timeout=60)
+                async with session.get(f"{url}/api/v1/rules") as response:
+                    return up, await response.text()
+
+        up, rules = asyncio.run(observe())
+        assert sorted(t["labels"]["broker"] for t in up) == ["1", "2"]
+        assert "ActorlogUnderReplicatedPartitions" in rules
+    finally:
+        process.send_signal(signal.SIGTERM)
+        rest, _ = process.communicate(timeout=120)
+    assert process.returncode == 0, rest
