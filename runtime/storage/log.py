@@ -72,7 +72,7 @@ from runtime.storage.fs import FileSystem
 from runtime.storage.leader_epoch import LeaderEpochCache
 from runtime.storage.log_loader import load_segments
 from runtime.storage.log_types import FlushJob, LogAppendInfo, LogOffsetMetadata, LogReadInfo, LogStatistics
-from runtime.storage.log_validator import Analysis, LeaderPlan, analyze, assign_offsets
+from runtime.storage.log_validator import Analysis, LeaderPlan, analyze, assign_offsets, single_batch_in_place
 from runtime.storage.producer_state import ProducerAppend, ProducerStateManager
 from runtime.storage.records import NO_TIMESTAMP, BatchHeader
 from runtime.storage.retention import (
@@ -277,18 +277,24 @@ class Log:
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the log end offset, stamp
         ``leader_epoch`` and append (kafka-semantics.md §8.4, §9.3)."""
-        analysis = analyze(records, True, self._max_message_bytes)
-        if not analysis.headers:
-            return self._nothing_appended(analysis)
-        assigned = assign_offsets(
-            analysis,
-            records,
-            self._log_end_offset,
-            leader_epoch,
-            self.config,
-            wall_clock_ms,
-            self._leader_plan,
+        fast = single_batch_in_place(
+            records, self._log_end_offset, leader_epoch, self._max_message_bytes, self._leader_plan
         )
+        if fast is not None:
+            analysis, assigned = fast
+        else:
+            analysis = analyze(records, True, self._max_message_bytes)
+            if not analysis.headers:
+                return self._nothing_appended(analysis)
+            assigned = assign_offsets(
+                analysis,
+                records,
+                self._log_end_offset,
+                leader_epoch,
+                self.config,
+                wall_clock_ms,
+                self._leader_plan,
+            )
         for header in assigned.headers if analysis.has_producer_ids else ():
             if header.has_producer_id:
                 duplicate = self.producer_state.find_duplicate(header)

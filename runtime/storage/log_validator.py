@@ -61,7 +61,7 @@ from runtime.storage.records import (
     set_partition_leader_epoch,
 )
 
-__all__ = ["Analysis", "AssignedOffsets", "LeaderPlan", "analyze", "assign_offsets"]
+__all__ = ["Analysis", "AssignedOffsets", "LeaderPlan", "analyze", "assign_offsets", "single_batch_in_place"]
 
 _PREFIX: Final = struct.Struct(">qi")
 _INT64: Final = struct.Struct(">q")
@@ -431,3 +431,48 @@ def _compressed(
         rebuilt=True,
         target_codec=target_codec,
     )
+
+
+def single_batch_in_place(
+    data: bytes | bytearray | memoryview,
+    first_offset: int,
+    leader_epoch: int,
+    max_message_bytes: int,
+    plan: LeaderPlan,
+) -> tuple[Analysis, AssignedOffsets] | None:
+    """``analyze`` and ``assign_offsets`` fused for what a produce request nearly always carries:
+    one uncompressed batch, CreateTime, header-level validation. The same checks and the same
+    result, one pass; None when anything is unusual (the general path then handles it, errors
+    included, so their messages stay in one place)."""
+    if plan.log_append_time or plan.walk_records or not plan.uncompressed_in_place:
+        return None
+    size = len(data)
+    if size < RECORD_BATCH_OVERHEAD or size > max_message_bytes:
+        return None
+    fields = HEADER_STRUCT.unpack_from(data, 0)
+    header: BatchHeader = tuple.__new__(BatchHeader, fields)
+    if (
+        header.batch_length + LOG_OVERHEAD != size
+        or header.base_offset != 0
+        or header.magic != MAGIC_V2
+        or header.attributes & COMPRESSION_MASK
+    ):
+        return None
+    view = memoryview(data)
+    if crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) != header.crc:
+        return None
+    _validate_batch(header)
+    last_delta = header.last_offset_delta
+    analysis = Analysis(
+        [header], [0], 0, last_delta, header.max_timestamp, last_delta, header.records_count, size, True,
+        CompressionType.NONE, header.producer_id >= 0,
+    )  # fmt: skip
+    stamped: BatchHeader = tuple.__new__(
+        BatchHeader, (first_offset, header.batch_length, leader_epoch, *fields[3:])
+    )
+    assigned = AssignedOffsets(
+        [_HEADER_PREFIX.pack(first_offset, header.batch_length, leader_epoch, MAGIC_V2), view[_PREFIX_SIZE:]],
+        size, [stamped], header.max_timestamp, first_offset + last_delta, NO_TIMESTAMP, False,
+        CompressionType.NONE,
+    )  # fmt: skip
+    return analysis, assigned
