@@ -50,8 +50,9 @@ class FileHandle(Protocol):
         """Append every byte of ``data`` at the end, handed to the OS before returning."""
         ...
 
-    def writev(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
-        """Append the buffers back to back (one gathering write where the OS offers it)."""
+    def writev(self, buffers: Sequence[bytes | bytearray | memoryview], total: int | None = None) -> None:
+        """Append the buffers back to back (one gathering write where the OS offers it).
+        ``total``, their summed length, when the caller knows it (the append path does)."""
         ...
 
     def pread(self, size: int, position: int) -> bytes:
@@ -161,7 +162,7 @@ class _MemoryHandle:
         self._inode.data += data
         self._inode.modified_ms = self._fs.wall_clock_ms()
 
-    def writev(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+    def writev(self, buffers: Sequence[bytes | bytearray | memoryview], total: int | None = None) -> None:
         self._check_writable()
         data = self._inode.data
         for buffer in buffers:

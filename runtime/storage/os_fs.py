@@ -55,10 +55,11 @@ class _OsHandle:
                 written += os.write(self._fd, view[written:])
         self._size += total
 
-    def writev(self, buffers: Sequence[bytes | bytearray | memoryview]) -> None:
+    def writev(self, buffers: Sequence[bytes | bytearray | memoryview], total: int | None = None) -> None:
         if self._fd < 0:
             raise ValueError(f"I/O on closed file {self._path}")
-        total = sum(len(buffer) for buffer in buffers)
+        if total is None:
+            total = sum(len(buffer) for buffer in buffers)
         if len(buffers) <= _IOV_MAX:
             written = os.writev(self._fd, buffers)
             if written == total:

@@ -295,7 +295,7 @@ class LogSegment:
         if len(parts) == 1:
             log_file.write(parts[0])
         else:
-            log_file.writev(parts)
+            log_file.writev(parts, size)
         if largest_timestamp > self.max_timestamp_so_far:
             self.max_timestamp_so_far = largest_timestamp
             self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
@@ -345,7 +345,7 @@ class LogSegment:
         if len(parts) == 1:
             log_file.write(parts[0])
         else:
-            log_file.writev(parts)
+            log_file.writev(parts, size)
         if largest_timestamp > self.max_timestamp_so_far:
             self.max_timestamp_so_far = largest_timestamp
             self.offset_of_max_timestamp_so_far = offset_of_max_timestamp

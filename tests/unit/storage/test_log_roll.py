@@ -84,10 +84,10 @@ class _WatchingFileSystem(MemoryFileSystem):
                 fs.seen.append((fs.log.log_end_offset, len(data)))
                 handle.write(data)
 
-            def writev(self, buffers: list[bytes | bytearray | memoryview]) -> None:
+            def writev(self, buffers: list[bytes | bytearray | memoryview], total: int | None = None) -> None:
                 assert fs.log is not None
                 fs.seen.append((fs.log.log_end_offset, sum(len(b) for b in buffers)))
-                handle.writev(buffers)
+                handle.writev(buffers, total)
 
         return Watching()  # type: ignore[return-value]
 
