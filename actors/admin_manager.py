@@ -233,7 +233,7 @@ class AdminManagerActor(Actor[AdminMessage]):
                     created.append(topic.name)
             results[topic.name] = result
         if created:
-            missing = yield from self._await_metadata(created, now_ms + request.timeout_ms, present=True)
+            missing = yield from self._await_metadata(created, now_ms + request.timeout_ms)
             for name in missing:
                 results[name] = CreatableTopicResult(
                     name=name, error_code=ErrorCode.REQUEST_TIMED_OUT,
@@ -297,9 +297,13 @@ class AdminManagerActor(Actor[AdminMessage]):
         except ValueError as error:
             raise AdminError(ErrorCode.INVALID_CONFIG, f"Invalid config value: {error}") from None
 
-    def _await_metadata(self, topics: list[str], deadline_ms: int, *, present: bool) -> Script:
-        """Wait until this broker's metadata shows every topic with a leader on every partition
-        (``present``) or none of them (deletion). Returns the topics still not there."""
+    def _await_metadata(
+        self, topics: list[str], deadline_ms: int, *, partitions: Mapping[str, int] | None = None
+    ) -> Script:
+        """Wait until this broker's metadata shows a leader on every partition of each topic (at
+        least ``partitions[topic]`` of them, when given: a grown topic). Returns the topics still
+        not there at the deadline."""
+        wanted = partitions or {}
         while True:
             response = yield Ask(
                 self.broker,
@@ -307,14 +311,16 @@ class AdminManagerActor(Actor[AdminMessage]):
                 _LOCAL_ASK_MS,
             )
             assert isinstance(response, MetadataResponse)
-            ready = {
-                t.name
-                for t in response.topics
-                if t.error_code is ErrorCode.NONE
-                and t.partitions
-                and all(p.leader >= 0 for p in t.partitions)
-            }
-            pending = [t for t in topics if (t not in ready) == present]
+            ready = set()
+            for t in response.topics:
+                led = sum(1 for p in t.partitions if p.leader >= 0)
+                if (
+                    t.error_code is ErrorCode.NONE
+                    and led > 0
+                    and led >= wanted.get(t.name, len(t.partitions))
+                ):
+                    ready.add(t.name)
+            pending = [t for t in topics if t not in ready]
             if not pending:
                 return []
             now_ms = yield Pause(METADATA_POLL_MS)
@@ -407,30 +413,15 @@ class AdminManagerActor(Actor[AdminMessage]):
             results.append(CreatePartitionsResult(name=topic.name, error_code=ErrorCode.NONE))
         if grown:
             counts = {t.name: t.count for t in request.topics}
-            deadline_ms = now_ms + request.timeout_ms
-            while True:
-                response = yield Ask(
-                    self.broker,
-                    MetadataRequest(topics=tuple(grown), allow_auto_topic_creation=False),
-                    _LOCAL_ASK_MS,
-                )
-                assert isinstance(response, MetadataResponse)
-                pending = [
-                    t.name for t in response.topics
-                    if len([p for p in t.partitions if p.leader >= 0]) < counts[t.name]
-                ]  # fmt: skip
-                if not pending:
-                    break
-                if (yield Pause(METADATA_POLL_MS)) >= deadline_ms:
-                    results = [
-                        CreatePartitionsResult(
-                            name=r.name, error_code=ErrorCode.REQUEST_TIMED_OUT,
-                            error_message=f"new partitions of {r.name!r} had no leader within "
-                            f"{request.timeout_ms} ms",
-                        ) if r.name in pending else r
-                        for r in results
-                    ]  # fmt: skip
-                    break
+            pending = yield from self._await_metadata(grown, now_ms + request.timeout_ms, partitions=counts)
+            results = [
+                CreatePartitionsResult(
+                    name=r.name, error_code=ErrorCode.REQUEST_TIMED_OUT,
+                    error_message=f"new partitions of {r.name!r} had no leader within "
+                    f"{request.timeout_ms} ms",
+                ) if r.name in pending else r
+                for r in results
+            ]  # fmt: skip
         return CreatePartitionsResponse(results=tuple(results))
 
     # ------------------------------------------------------------------------- topic configs

@@ -733,10 +733,6 @@ class BrokerActor(Actor[BrokerMessage]):
         requester: Requester | None,
         started: int,
     ) -> None:
-        def reply(response: LeaderAndIsrResponse) -> None:
-            if requester is not None:
-                ctx.reply_to(requester, response)
-
         error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
         if error is not ErrorCode.NONE:
             ctx.log.warning(
@@ -744,7 +740,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 request.controller_id, request.controller_epoch, self.controller_epoch, error.name,
             )  # fmt: skip
             self._count_error("LeaderAndIsr", error)
-            reply(LeaderAndIsrResponse(error_code=error))
+            _answer(ctx, requester, LeaderAndIsrResponse(error_code=error))
             self._count_request(ctx, "LeaderAndIsr", started)
             return
         self.controller_epoch = request.controller_epoch
@@ -767,7 +763,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 _CheckpointTick("high-watermark"),
                 self.config.replica_high_watermark_checkpoint_interval_ms,
             )
-        reply(LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
+        _answer(ctx, requester, LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
         self._count_request(ctx, "LeaderAndIsr", started)
 
     def _apply_update_metadata(

@@ -508,10 +508,10 @@ class ConsumerActor(Actor[ConsumerMessage]):
             if fetch_offset is None:
                 continue
             self.bytes_fetched_total += len(data.records)
-            outcome = self.subscriptions.apply_fetch(
+            stale = self.subscriptions.apply_fetch(
                 data.tp, fetch_offset, data, check_crcs=self.config.check_crcs
             )
-            if outcome.refresh_metadata:
+            if stale:
                 self.metadata.request_update()
 
 

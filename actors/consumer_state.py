@@ -27,7 +27,7 @@ from actors.types import TopicPartition
 from runtime.storage.errors import StorageError
 from runtime.storage.records import TimestampType, iterate_batches
 
-__all__ = ["ConsumerRecord", "FetchOutcome", "PartitionPosition", "SubscriptionState"]
+__all__ = ["ConsumerRecord", "PartitionPosition", "SubscriptionState"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,14 +52,6 @@ class PartitionPosition:
     log_start_offset: int = -1
     buffered: deque[ConsumerRecord] = field(default_factory=deque)
     error: KafkaError | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FetchOutcome:
-    """What a partition's fetch answer asks of the consumer besides records."""
-
-    refresh_metadata: bool = False
-    reset_requested: bool = False
 
 
 class SubscriptionState:
@@ -133,10 +125,11 @@ class SubscriptionState:
 
     def apply_fetch(
         self, tp: TopicPartition, fetch_offset: int, data: FetchPartitionResponse, *, check_crcs: bool
-    ) -> FetchOutcome:
+    ) -> bool:
+        """Apply a partition's fetch answer; True when it says the metadata is stale."""
         state = self.partitions.get(tp)
         if state is None or state.position != fetch_offset or state.buffered:
-            return FetchOutcome()  # unassigned, sought elsewhere meanwhile, or already buffered
+            return False  # unassigned, sought elsewhere meanwhile, or already buffered
         error = data.error_code
         if error is ErrorCode.NONE:
             state.high_watermark = data.high_watermark
@@ -147,7 +140,7 @@ class SubscriptionState:
                 state.error = KafkaError(
                     ErrorCode.CORRUPT_MESSAGE, f"{tp} at offset {fetch_offset}: {corrupt}"
                 )
-            return FetchOutcome()
+            return False
         if error is ErrorCode.OFFSET_OUT_OF_RANGE:
             if self.default_reset is OffsetResetStrategy.NONE:
                 state.error = KafkaError(
@@ -155,18 +148,18 @@ class SubscriptionState:
                     "Offsets out of range with no configured reset policy for partitions: "
                     f"{{{tp}={fetch_offset}}}",
                 )
-                return FetchOutcome()
+                return False
             self.request_reset(tp, self.default_reset)
-            return FetchOutcome(reset_requested=True)
+            return False
         if error.invalid_metadata or error in (
             ErrorCode.REPLICA_NOT_AVAILABLE,
             ErrorCode.NOT_LEADER_OR_FOLLOWER,
         ):
-            return FetchOutcome(refresh_metadata=True)
+            return True
         if error.retriable:
-            return FetchOutcome()
+            return False
         state.error = KafkaError(error, data.error_message or f"fetch of {tp} failed")
-        return FetchOutcome()
+        return False
 
     def take(self, max_records: int) -> tuple[list[ConsumerRecord], KafkaError | None]:
         """Hand out up to ``max_records`` buffered records, moving positions past them; a stored

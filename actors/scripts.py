@@ -106,9 +106,6 @@ class ScriptRunner:
             return
         self._advance(ctx, message.script_id, message.value, message.error)
 
-    def abandon_all(self) -> None:
-        self._running.clear()
-
     def _advance(self, ctx: Context[Any], script_id: int, value: object, error: Exception | None) -> None:
         running = self._running[script_id]
         try:

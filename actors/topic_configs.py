@@ -41,7 +41,6 @@ class TopicConfigs:
         self.default_log_config = default_log_config
         self.overrides: dict[str, dict[str, str]] = {}
         self.last_change: str | None = None  # the newest notification name already handled
-        self.changes_applied_total = 0
 
     # ---------------------------------------------------------------------------------- reads
 
@@ -86,9 +85,6 @@ class TopicConfigs:
             _log.error("unreadable config of topic %s, using the broker defaults: %s", topic, error)
             self.overrides[topic] = {}
 
-    def forget(self, topic: str) -> None:
-        self.overrides.pop(topic, None)
-
     def new_changes(self, children: Iterable[str]) -> list[str]:
         """The notifications to handle, oldest first; the first call only sets the mark."""
         names = sorted(name for name in children if name.startswith(zk_data.CONFIG_CHANGE_PREFIX))
@@ -113,5 +109,4 @@ class TopicConfigs:
                 continue
             if entity_type == "topics" and name not in topics:
                 topics.append(name)
-        self.changes_applied_total += len(topics)
         return topics

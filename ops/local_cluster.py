@@ -36,11 +36,12 @@ import orjson
 
 from actors import zk_data
 from ops.config import ConfigError, parse_properties, settings_from_properties
+from ops.prometheus import LocalPrometheus, ScrapeTarget
 from ops.zookeeper import LocalZooKeeper
 from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
 
-__all__ = ["BrokerProcess", "LocalCluster", "write_atomically"]
+__all__ = ["BrokerProcess", "LocalCluster", "launch_broker", "write_atomically"]
 
 ROOT = Path(__file__).resolve().parents[1]
 _REGISTRATION_TIMEOUT_S = 60.0
@@ -75,10 +76,7 @@ class BrokerProcess:
         return self.process is not None and self.process.returncode is None
 
     def log_tail(self, lines: int = 15) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return log_tail(self.log_path, lines)
 
 
 @dataclass
@@ -97,7 +95,7 @@ class LocalCluster:
         self.data_dir = Path(self.data_dir).resolve()
         self._zookeeper: LocalZooKeeper | None = None
         self._admin: ZkCoordinator | None = None
-        self._prometheus: object | None = None
+        self._prometheus: LocalPrometheus | None = None
         self.secret = ""
 
     # ------------------------------------------------------------------------------ lifecycle
@@ -146,9 +144,6 @@ class LocalCluster:
             if self.processes[broker_id].running:
                 await self.stop_broker(broker_id)
         if self._prometheus is not None:
-            from ops.prometheus import LocalPrometheus
-
-            assert isinstance(self._prometheus, LocalPrometheus)
             await self._prometheus.stop()
             self._prometheus = None
         if self._admin is not None:
@@ -200,30 +195,9 @@ class LocalCluster:
     async def start_broker(self, broker_id: int) -> BrokerProcess:
         broker = self.processes[broker_id]
         assert self._admin is not None
-        registered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
-
-        def on_event(_event: WatchEvent) -> None:
-            if not registered.done():
-                registered.set_result(None)
-
-        with broker.log_path.open("ab") as output:
-            broker.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ops", "broker", "start", "--config", str(broker.config_path),
-                cwd=ROOT, stdout=output, stderr=output, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                start_new_session=True,  # Ctrl-C in the terminal reaches `cluster up` only
-            )  # fmt: skip
-        if await self._admin.exists(zk_data.broker_id_path(broker_id), watch=on_event) is None:
-            exited: asyncio.Future[object] = asyncio.ensure_future(broker.process.wait())
-            waiting: set[asyncio.Future[object]] = {registered, exited}
-            done, _ = await asyncio.wait(
-                waiting, timeout=_REGISTRATION_TIMEOUT_S, return_when=asyncio.FIRST_COMPLETED
-            )
-            exited.cancel()
-            if registered not in done:
-                reason = "exited" if broker.process.returncode is not None else "did not register in time"
-                raise RuntimeError(
-                    f"broker {broker_id} {reason}; the end of {broker.log_path}:\n{broker.log_tail()}"
-                )
+        broker.process = await launch_broker(
+            broker_id, broker.config_path, broker.log_path, self._admin, timeout_s=_REGISTRATION_TIMEOUT_S
+        )
         return broker
 
     async def stop_broker(
@@ -272,12 +246,7 @@ class LocalCluster:
 
     @property
     def prometheus_url(self) -> str | None:
-        if self._prometheus is None:
-            return None
-        from ops.prometheus import LocalPrometheus
-
-        assert isinstance(self._prometheus, LocalPrometheus)
-        return self._prometheus.url
+        return None if self._prometheus is None else self._prometheus.url
 
     async def controller_id(self) -> int | None:
         try:
@@ -326,8 +295,6 @@ class LocalCluster:
         )
 
     async def _start_prometheus(self) -> None:
-        from ops.prometheus import LocalPrometheus, ScrapeTarget
-
         rules = ROOT / "dashboards" / "alerts" / "actorlog-alerts.yaml"
         prometheus = LocalPrometheus(
             self.data_dir / "prometheus", scrape_interval_s=5, rule_files=[rules] if rules.is_file() else []
@@ -340,6 +307,49 @@ class LocalCluster:
             ]
         )
         self._prometheus = prometheus
+
+
+async def launch_broker(
+    broker_id: int,
+    config_path: Path,
+    log_path: Path,
+    coordinator: ZkCoordinator,
+    *,
+    timeout_s: float,
+    extra_args: tuple[str, ...] = (),
+) -> asyncio.subprocess.Process:
+    """Start ``actorlog broker start --config config_path`` (output appended to ``log_path``) and
+    return once its ``/brokers/ids/N`` znode exists (a watch, no polling); RuntimeError with the
+    end of its log if it exits or does not register within ``timeout_s``."""
+    registered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+
+    def on_event(_event: WatchEvent) -> None:
+        if not registered.done():
+            registered.set_result(None)
+
+    with log_path.open("ab") as output:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "ops", "broker", "start", "--config", str(config_path), *extra_args,
+            cwd=ROOT, stdout=output, stderr=output, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            start_new_session=True,  # Ctrl-C in a terminal reaches the launcher only
+        )  # fmt: skip
+    if await coordinator.exists(zk_data.broker_id_path(broker_id), watch=on_event) is None:
+        exited: asyncio.Future[object] = asyncio.ensure_future(process.wait())
+        waiting: set[asyncio.Future[object]] = {registered, exited}
+        done, _ = await asyncio.wait(waiting, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        exited.cancel()
+        if registered not in done:
+            reason = "exited" if process.returncode is not None else "did not register in time"
+            raise RuntimeError(f"broker {broker_id} {reason}; the end of {log_path}:\n{log_tail(log_path)}")
+    return process
+
+
+def log_tail(path: Path, lines: int = 15) -> str:
+    """The last lines of a log file (empty when it cannot be read): what error messages quote."""
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+    except OSError:
+        return ""
 
 
 def write_atomically(path: Path, data: bytes, *, mode: int = 0o644) -> None:

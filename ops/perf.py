@@ -114,9 +114,6 @@ class ProducerPerfStats:
             f"{percentile(0.999)} ms 99.9th."
         )
 
-    def records_per_second(self, now_ns: int) -> float:
-        return self.count / max((now_ns - self.started_ns) / 1e9, 1e-9)
-
 
 async def run_producer_perf(
     *,

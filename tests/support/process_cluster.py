@@ -14,7 +14,6 @@ import contextlib
 import os
 import signal
 import socket
-import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,9 +36,9 @@ from actors.protocol import (
     ProduceResponse,
 )
 from actors.types import TopicPartition, broker_node
+from ops.local_cluster import launch_broker
 from ops.wiring import wire_codec
 from ops.zk_waits import read_partition_state, wait_for_partition_state, wait_for_znode
-from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
 from runtime.ref import ActorRef
 from runtime.storage.record_builder import SimpleRecord, build_batch
@@ -134,32 +133,14 @@ class ProcessCluster:
             self.brokers[broker_id] = broker
         self._write_config(broker)
         self.address_book.set(broker_node(broker_id), broker.url)
-        registered = asyncio.get_running_loop().create_future()
-        path = zk_data.broker_id_path(broker_id)
-
-        def on_event(event: WatchEvent) -> None:
-            if not registered.done():
-                registered.set_result(None)
-
-        output = broker.output_path.open("ab")
-        try:
-            broker.process = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "ops", "broker", "start", "--config", str(broker.config_path),
-                "--log-format", "console", cwd=ROOT, stdout=output, stderr=output,
-                env={**os.environ, "PYTHONPATH": str(ROOT)},
-            )  # fmt: skip
-        finally:
-            output.close()
-        if await self.admin.exists(path, watch=on_event) is None:
-            exited = asyncio.ensure_future(broker.process.wait())
-            done, _ = await asyncio.wait(
-                {registered, exited}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED
-            )
-            exited.cancel()
-            if registered not in done:
-                raise AssertionError(
-                    f"broker {broker_id} did not register: see {broker.output_path}\n{self.output(broker_id)}"
-                )
+        broker.process = await launch_broker(
+            broker_id,
+            broker.config_path,
+            broker.output_path,
+            self.admin,
+            timeout_s=timeout_s,
+            extra_args=("--log-format", "console"),
+        )
         return broker
 
     def output(self, broker_id: int) -> str:
