@@ -238,6 +238,11 @@ class ProduceLoop:
     """Writes one acks=all record at a time to a partition's leader and keeps what was acknowledged
     (value → loop time of the acknowledgement).
 
+    The batches carry no producer id (no idempotence), so a value whose attempt failed without an
+    answer (the leader killed after its followers copied the batch) may be in the log once per
+    attempt: at-least-once, as Kafka's non-idempotent producer. ``attempts`` counts them so a test
+    can tell such a retry from a replication duplicate.
+
     The leader comes from the partition state znode; after a failure the loop waits on a ZooKeeper
     watch for a higher leader epoch (the controller's decision). The one retry without an event is
     when the new leader has not applied its LeaderAndIsr yet (a few milliseconds): bounded.
@@ -247,6 +252,7 @@ class ProduceLoop:
     tp: TopicPartition
     acknowledged: dict[bytes, float] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
+    attempts: dict[bytes, int] = field(default_factory=dict)
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     _progress: asyncio.Event = field(default_factory=asyncio.Event)
     _task: asyncio.Task[None] | None = None
@@ -308,6 +314,7 @@ class ProduceLoop:
             )
             broker = self.cluster.brokers[state.leader]
             error: str | None = None
+            self.attempts[value] = self.attempts.get(value, 0) + 1
             try:
                 response = await self.cluster.client.ask(broker.ref, request, timeout_ms=10_000)
             except Exception as failure:  # noqa: BLE001 - the broker may be killed mid-request
