@@ -72,8 +72,17 @@ from runtime.storage.fs import FileSystem
 from runtime.storage.leader_epoch import LeaderEpochCache
 from runtime.storage.log_loader import load_segments
 from runtime.storage.log_types import FlushJob, LogAppendInfo, LogOffsetMetadata, LogReadInfo, LogStatistics
-from runtime.storage.log_validator import Analysis, LeaderPlan, analyze, assign_offsets, single_batch_in_place
-from runtime.storage.producer_state import ProducerAppend, ProducerStateManager
+from runtime.storage.log_validator import (
+    PREFIX_SIZE,
+    Analysis,
+    LeaderPlan,
+    analyze,
+    assign_offsets,
+    leader_prefix,
+    one_plain_batch,
+    validate_client_batch,
+)
+from runtime.storage.producer_state import BatchMetadata, ProducerAppend, ProducerStateManager
 from runtime.storage.records import NO_TIMESTAMP, BatchHeader
 from runtime.storage.retention import (
     SegmentPredicate,
@@ -85,6 +94,8 @@ from runtime.storage.retention import (
 from runtime.storage.segment import LogSegment
 
 __all__ = ["FlushJob", "Log", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo", "LogStatistics"]
+
+_NONE = CompressionType.NONE  # read on every append: a module global is cheaper than an enum lookup
 # The value types live in log_types.py; they are re-exported here because they are the Log's API.
 
 
@@ -277,41 +288,34 @@ class Log:
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the log end offset, stamp
         ``leader_epoch`` and append (kafka-semantics.md §8.4, §9.3)."""
-        fast = single_batch_in_place(
-            records, self._log_end_offset, leader_epoch, self._max_message_bytes, self._leader_plan
+        if self._leader_plan.as_sent:
+            header = one_plain_batch(records, self._max_message_bytes)
+            if header is not None and header.base_offset == 0:
+                validate_client_batch(header)
+                return self._append_one_from_client(records, header, leader_epoch, now_ms, wall_clock_ms)
+        analysis = analyze(records, True, self._max_message_bytes)
+        if not analysis.headers:
+            return self._nothing_appended(analysis)
+        assigned = assign_offsets(
+            analysis,
+            records,
+            self._log_end_offset,
+            leader_epoch,
+            self.config,
+            wall_clock_ms,
+            self._leader_plan,
         )
-        if fast is not None:
-            analysis, assigned = fast
-        else:
-            analysis = analyze(records, True, self._max_message_bytes)
-            if not analysis.headers:
-                return self._nothing_appended(analysis)
-            assigned = assign_offsets(
-                analysis,
-                records,
-                self._log_end_offset,
-                leader_epoch,
-                self.config,
-                wall_clock_ms,
-                self._leader_plan,
-            )
         for header in assigned.headers if analysis.has_producer_ids else ():
             if header.has_producer_id:
                 duplicate = self.producer_state.find_duplicate(header)
                 if duplicate is not None:
-                    return LogAppendInfo(
-                        duplicate.first_offset,
-                        duplicate.last_offset,
-                        duplicate.timestamp,
-                        duplicate.last_offset,
-                        duplicate.timestamp if assigned.log_append_time_ms != NO_TIMESTAMP else NO_TIMESTAMP,
-                        self._log_start_offset,
-                        duplicate.last_offset - duplicate.first_offset + 1,
+                    return self._duplicate_appended(
+                        duplicate,
+                        assigned.log_append_time_ms,
                         analysis.valid_bytes,
                         analysis.source_codec,
                         assigned.target_codec,
                         leader_epoch,
-                        duplicate=True,
                     )
         producer_append = (
             self.producer_state.prepare(assigned.headers, from_client=True)
@@ -326,8 +330,48 @@ class Log:
             assigned.max_timestamp,
             assigned.offset_of_max_timestamp,
             assigned.log_append_time_ms,
-            analysis,
+            analysis.record_count,
+            analysis.source_codec,
             assigned.target_codec,
+            producer_append,
+            now_ms,
+            wall_clock_ms,
+        )
+
+    def _append_one_from_client(
+        self,
+        records: bytes | bytearray | memoryview,
+        header: BatchHeader,
+        leader_epoch: int,
+        now_ms: int,
+        wall_clock_ms: int,
+    ) -> LogAppendInfo:
+        """What ``append_as_leader`` does with one plain batch (``LeaderPlan.as_sent``): the same
+        result as ``assign_offsets`` + ``_append``, without their per-batch lists, since this is what
+        nearly every produce request carries. The batch is written as sent after a new 17-byte prefix."""
+        first_offset = self._log_end_offset
+        last_offset = first_offset + header.last_offset_delta
+        producer_append = None
+        if header.producer_id >= 0:
+            stamped = header._replace(base_offset=first_offset, partition_leader_epoch=leader_epoch)
+            duplicate = self.producer_state.find_duplicate(stamped)
+            if duplicate is not None:
+                return self._duplicate_appended(
+                    duplicate, NO_TIMESTAMP, len(records), _NONE, _NONE, leader_epoch
+                )
+            producer_append = self.producer_state.prepare([stamped], from_client=True)
+        return self._append_one(
+            [
+                leader_prefix(first_offset, header.batch_length, leader_epoch),
+                memoryview(records)[PREFIX_SIZE:],
+            ],
+            len(records),
+            first_offset,
+            last_offset,
+            header.max_timestamp,
+            last_offset,
+            header.records_count,
+            leader_epoch,
             producer_append,
             now_ms,
             wall_clock_ms,
@@ -337,6 +381,24 @@ class Log:
         self, records: bytes | bytearray | memoryview, *, now_ms: int, wall_clock_ms: int = 0
     ) -> LogAppendInfo:
         """Append the leader's batches byte for byte (CRC checked, offsets kept)."""
+        header = one_plain_batch(records, self._max_message_bytes)
+        if header is not None and header.base_offset >= self._log_end_offset:
+            # One plain batch (a per-batch append, or a fetch that returned one): the same result as
+            # the general path below, without its lists.
+            last_offset = header.base_offset + header.last_offset_delta
+            return self._append_one(
+                [records],
+                len(records),
+                header.base_offset,
+                last_offset,
+                header.max_timestamp,
+                last_offset if header.max_timestamp > NO_TIMESTAMP else -1,
+                header.records_count,
+                header.partition_leader_epoch,
+                self.producer_state.prepare([header], from_client=False) if header.producer_id >= 0 else None,
+                now_ms,
+                wall_clock_ms,
+            )
         analysis = analyze(records, False, self._max_message_bytes)
         headers = analysis.headers
         if not headers:
@@ -365,7 +427,8 @@ class Log:
             analysis.max_timestamp,
             analysis.offset_of_max_timestamp,
             NO_TIMESTAMP,
-            analysis,
+            analysis.record_count,
+            analysis.source_codec,
             analysis.source_codec,
             self.producer_state.prepare(headers, from_client=False) if analysis.has_producer_ids else None,
             now_ms,
@@ -378,6 +441,32 @@ class Log:
             analysis.source_codec, analysis.source_codec, -1,
         )  # fmt: skip
 
+    def _duplicate_appended(
+        self,
+        duplicate: BatchMetadata,
+        log_append_time_ms: int,
+        valid_bytes: int,
+        source_codec: CompressionType,
+        target_codec: CompressionType,
+        leader_epoch: int,
+    ) -> LogAppendInfo:
+        """An idempotent producer's retry of a batch already in the log: nothing is written; the
+        offsets and timestamp are the original's."""
+        return LogAppendInfo(
+            duplicate.first_offset,
+            duplicate.last_offset,
+            duplicate.timestamp,
+            duplicate.last_offset,
+            duplicate.timestamp if log_append_time_ms != NO_TIMESTAMP else NO_TIMESTAMP,
+            self._log_start_offset,
+            duplicate.last_offset - duplicate.first_offset + 1,
+            valid_bytes,
+            source_codec,
+            target_codec,
+            leader_epoch,
+            duplicate=True,
+        )
+
     def _append(
         self,
         parts: list[bytes | bytearray | memoryview],
@@ -387,17 +476,13 @@ class Log:
         max_timestamp: int,
         offset_of_max_timestamp: int,
         log_append_time_ms: int,
-        analysis: Analysis,
+        record_count: int,
+        source_codec: CompressionType,
         target_codec: CompressionType,
         producer_append: ProducerAppend | None,
         now_ms: int,
         wall_clock_ms: int,
     ) -> LogAppendInfo:
-        if size > self._segment_bytes:
-            raise RecordBatchTooLargeError(
-                f"the append to {self.directory} is {size} bytes, larger than segment.bytes "
-                f"{self.config.segment_bytes}"
-            )
         # Batch-level max timestamps for the segment and its time index: every replica and every
         # recovery sees the same ones.
         last_header = headers[-1]
@@ -412,15 +497,16 @@ class Log:
                 if header.max_timestamp > segment_max_timestamp:
                     segment_max_timestamp = header.max_timestamp
                     segment_offset_of_max = header.base_offset + header.last_offset_delta
-        if not self._active.append_unless_roll_due(
-            last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, now_ms, wall_clock_ms
-        ):
-            segment = self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms, expected_next_offset=first_offset)
-            segment.append(
-                last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, wall_clock_ms
-            )
-        # The bytes are in the OS: now the offsets may count.
-        log_end_offset = self._log_end_offset = last_offset + 1
+        self._write(
+            parts,
+            size,
+            first_offset,
+            last_offset,
+            segment_max_timestamp,
+            segment_offset_of_max,
+            now_ms,
+            wall_clock_ms,
+        )
         cache = self.leader_epoch_cache
         latest = cache.latest_entry
         for header in headers:
@@ -430,6 +516,88 @@ class Log:
             ):
                 cache.assign(epoch, header.base_offset)
                 latest = cache.latest_entry
+        return self._appended(
+            first_offset,
+            last_offset,
+            max_timestamp,
+            offset_of_max_timestamp,
+            log_append_time_ms,
+            record_count,
+            size,
+            source_codec,
+            target_codec,
+            last_header.partition_leader_epoch,
+            producer_append,
+        )
+
+    def _append_one(
+        self,
+        parts: list[bytes | bytearray | memoryview],
+        size: int,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        record_count: int,
+        leader_epoch: int,
+        producer_append: ProducerAppend | None,
+        now_ms: int,
+        wall_clock_ms: int,
+    ) -> LogAppendInfo:
+        """``_append`` for one uncompressed batch with no LogAppendTime: the hot path of both roles."""
+        self._write(parts, size, first_offset, last_offset, max_timestamp, last_offset, now_ms, wall_clock_ms)
+        if leader_epoch >= 0:
+            latest = self.leader_epoch_cache.latest_entry
+            if latest is None or latest.epoch != leader_epoch or latest.start_offset > first_offset:
+                self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        return self._appended(
+            first_offset, last_offset, max_timestamp, offset_of_max_timestamp, NO_TIMESTAMP, record_count,
+            size, _NONE, _NONE, leader_epoch, producer_append,
+        )  # fmt: skip
+
+    def _write(
+        self,
+        parts: list[bytes | bytearray | memoryview],
+        size: int,
+        first_offset: int,
+        last_offset: int,
+        segment_max_timestamp: int,
+        segment_offset_of_max: int,
+        now_ms: int,
+        wall_clock_ms: int,
+    ) -> None:
+        """Hand the bytes to the active segment (rolling first when due), then move the log end offset."""
+        if size > self._segment_bytes:
+            raise RecordBatchTooLargeError(
+                f"the append to {self.directory} is {size} bytes, larger than segment.bytes "
+                f"{self.config.segment_bytes}"
+            )
+        if not self._active.append_unless_roll_due(
+            last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, now_ms, wall_clock_ms
+        ):
+            segment = self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms, expected_next_offset=first_offset)
+            segment.append(
+                last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, wall_clock_ms
+            )
+        # The bytes are in the OS: now the offsets may count.
+        self._log_end_offset = last_offset + 1
+
+    def _appended(
+        self,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        offset_of_max_timestamp: int,
+        log_append_time_ms: int,
+        record_count: int,
+        size: int,
+        source_codec: CompressionType,
+        target_codec: CompressionType,
+        last_leader_epoch: int,
+        producer_append: ProducerAppend | None,
+    ) -> LogAppendInfo:
+        """After the write: the producer state moves on and the outcome says whether a flush is due."""
+        log_end_offset = last_offset + 1
         if producer_append is not None:
             self.producer_state.apply(producer_append, log_end_offset)
         else:
@@ -439,21 +607,26 @@ class Log:
             self._pending_roll_flush = None
         if self._flush_every_batch or log_end_offset - self._recovery_point >= self._flush_messages:
             flush_up_to_offset = log_end_offset
-        return LogAppendInfo(
-            first_offset,
-            last_offset,
-            max_timestamp,
-            offset_of_max_timestamp,
-            log_append_time_ms,
-            self._log_start_offset,
-            analysis.record_count,
-            size,
-            analysis.source_codec,
-            target_codec,
-            last_header.partition_leader_epoch,
-            False,
-            flush_up_to_offset,
+        # Every field given, in order: tuple.__new__ skips the NamedTuple's Python-level __new__.
+        info: LogAppendInfo = tuple.__new__(
+            LogAppendInfo,
+            (
+                first_offset,
+                last_offset,
+                max_timestamp,
+                offset_of_max_timestamp,
+                log_append_time_ms,
+                self._log_start_offset,
+                record_count,
+                size,
+                source_codec,
+                target_codec,
+                last_leader_epoch,
+                False,
+                flush_up_to_offset,
+            ),
         )
+        return info
 
     # ------------------------------------------------------------------------------ rolling
 

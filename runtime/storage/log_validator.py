@@ -61,14 +61,26 @@ from runtime.storage.records import (
     set_partition_leader_epoch,
 )
 
-__all__ = ["Analysis", "AssignedOffsets", "LeaderPlan", "analyze", "assign_offsets", "single_batch_in_place"]
+__all__ = [
+    "PREFIX_SIZE",
+    "Analysis",
+    "AssignedOffsets",
+    "LeaderPlan",
+    "analyze",
+    "assign_offsets",
+    "leader_prefix",
+    "one_plain_batch",
+    "validate_client_batch",
+]
 
 _PREFIX: Final = struct.Struct(">qi")
 _INT64: Final = struct.Struct(">q")
 _INT32: Final = struct.Struct(">i")
 _MIN_BATCH_LENGTH: Final = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
-_HEADER_PREFIX: Final = struct.Struct(">qiib")  # baseOffset, batchLength, partitionLeaderEpoch, magic
-_PREFIX_SIZE: Final = 17  # up to the CRC: everything the leader rewrites in the common case
+# baseOffset, batchLength, partitionLeaderEpoch: everything the leader rewrites in the common case, all
+# before the magic byte (already checked to be 2) and outside the CRC.
+_LEADER_PREFIX: Final = struct.Struct(">qii")
+PREFIX_SIZE: Final = _LEADER_PREFIX.size
 
 
 class Analysis(NamedTuple):
@@ -191,7 +203,7 @@ class AssignedOffsets(NamedTuple):
     target_codec: CompressionType
 
 
-def _validate_batch(header: BatchHeader) -> None:
+def validate_client_batch(header: BatchHeader) -> None:
     records_count = header.records_count
     attributes = header.attributes
     if (
@@ -237,15 +249,18 @@ class LeaderPlan(NamedTuple):
     log_append_time: bool
     walk_records: bool
     uncompressed_in_place: bool  # compression.type is producer or uncompressed
+    # An uncompressed batch goes in as sent, but for the leader's prefix: the one-batch fast path.
+    as_sent: bool
 
     @classmethod
     def of(cls, config: LogConfig) -> LeaderPlan:
         log_append_time = config.message_timestamp_type == TimestampType.LOG_APPEND_TIME
+        walk_records = config.records_validation is RecordsValidation.FULL or (
+            not log_append_time and config.message_timestamp_difference_max_ms != LONG_MAX
+        )
+        in_place = config.compression_type.target_codec(CompressionType.NONE) == CompressionType.NONE
         return cls(
-            log_append_time,
-            config.records_validation is RecordsValidation.FULL
-            or (not log_append_time and config.message_timestamp_difference_max_ms != LONG_MAX),
-            config.compression_type.target_codec(CompressionType.NONE) == CompressionType.NONE,
+            log_append_time, walk_records, in_place, in_place and not (log_append_time or walk_records)
         )
 
 
@@ -262,7 +277,7 @@ def assign_offsets(
     if plan is None:
         plan = LeaderPlan.of(config)
     for header in analysis.headers:
-        _validate_batch(header)
+        validate_client_batch(header)
     if analysis.source_codec == CompressionType.NONE and plan.uncompressed_in_place:
         return _in_place_uncompressed(analysis, data, first_offset, leader_epoch, config, wall_clock_ms, plan)
     target_codec = config.compression_type.target_codec(analysis.source_codec)
@@ -283,14 +298,14 @@ def _in_place_uncompressed(
     written with one gathering write. A changed maxTimestamp or timestamp type (LogAppendTime) needs a
     whole new header and a CRC computed over it and the untouched records."""
     view = memoryview(data)
-    log_append_time, walk_records, _ = plan
+    log_append_time, walk_records = plan.log_append_time, plan.walk_records
     next_offset = first_offset
     max_timestamp = NO_TIMESTAMP
     offset_of_max_timestamp = -1
     headers: list[BatchHeader] = []
     parts: list[bytes | bytearray | memoryview] = []
     pack_header = HEADER_STRUCT.pack
-    pack_prefix = _HEADER_PREFIX.pack
+    pack_prefix = _LEADER_PREFIX.pack
     new_tuple = tuple.__new__
     crc = crc32c.crc32c
     for header, position in zip(analysis.headers, analysis.positions, strict=True):
@@ -326,8 +341,8 @@ def _in_place_uncompressed(
             headers.append(
                 new_tuple(BatchHeader, (base_offset, header.batch_length, leader_epoch, *header[3:]))
             )
-            parts.append(pack_prefix(base_offset, header.batch_length, leader_epoch, MAGIC_V2))
-            parts.append(view[position + _PREFIX_SIZE : end])
+            parts.append(pack_prefix(base_offset, header.batch_length, leader_epoch))
+            parts.append(view[position + PREFIX_SIZE : end])
         if not log_append_time and batch_max_timestamp > max_timestamp:
             max_timestamp = batch_max_timestamp
             offset_of_max_timestamp = offset_of_batch_max
@@ -433,46 +448,27 @@ def _compressed(
     )
 
 
-def single_batch_in_place(
-    data: bytes | bytearray | memoryview,
-    first_offset: int,
-    leader_epoch: int,
-    max_message_bytes: int,
-    plan: LeaderPlan,
-) -> tuple[Analysis, AssignedOffsets] | None:
-    """``analyze`` and ``assign_offsets`` fused for what a produce request nearly always carries:
-    one uncompressed batch, CreateTime, header-level validation. The same checks and the same
-    result, one pass; None when anything is unusual (the general path then handles it, errors
-    included, so their messages stay in one place)."""
-    if plan.log_append_time or plan.walk_records or not plan.uncompressed_in_place:
-        return None
+def one_plain_batch(data: bytes | bytearray | memoryview, max_message_bytes: int) -> BatchHeader | None:
+    """What nearly every append carries, checked in one pass: exactly one whole uncompressed v2 batch
+    within ``max.message.bytes`` whose CRC holds. Its header, or None when anything is unusual (the
+    general path, ``analyze``, then handles it, errors included, so their messages stay in one place).
+    The caller adds what its role needs: base offset 0 and ``validate_client_batch`` on the leader,
+    offsets at or after the log end offset on a follower."""
     size = len(data)
     if size < RECORD_BATCH_OVERHEAD or size > max_message_bytes:
         return None
-    fields = HEADER_STRUCT.unpack_from(data, 0)
-    header: BatchHeader = tuple.__new__(BatchHeader, fields)
+    header: BatchHeader = tuple.__new__(BatchHeader, HEADER_STRUCT.unpack_from(data, 0))
     if (
         header.batch_length + LOG_OVERHEAD != size
-        or header.base_offset != 0
         or header.magic != MAGIC_V2
         or header.attributes & COMPRESSION_MASK
+        or crc32c.crc32c(memoryview(data)[ATTRIBUTES_OFFSET:]) != header.crc
     ):
         return None
-    view = memoryview(data)
-    if crc32c.crc32c(view[ATTRIBUTES_OFFSET:]) != header.crc:
-        return None
-    _validate_batch(header)
-    last_delta = header.last_offset_delta
-    analysis = Analysis(
-        [header], [0], 0, last_delta, header.max_timestamp, last_delta, header.records_count, size, True,
-        CompressionType.NONE, header.producer_id >= 0,
-    )  # fmt: skip
-    stamped: BatchHeader = tuple.__new__(
-        BatchHeader, (first_offset, header.batch_length, leader_epoch, *fields[3:])
-    )
-    assigned = AssignedOffsets(
-        [_HEADER_PREFIX.pack(first_offset, header.batch_length, leader_epoch, MAGIC_V2), view[_PREFIX_SIZE:]],
-        size, [stamped], header.max_timestamp, first_offset + last_delta, NO_TIMESTAMP, False,
-        CompressionType.NONE,
-    )  # fmt: skip
-    return analysis, assigned
+    return header
+
+
+# leader_prefix(first_offset, batch_length, leader_epoch): the first PREFIX_SIZE bytes of a client batch
+# as the leader writes it in place; the rest of the batch follows unchanged. (A bound Struct method:
+# no Python frame on the hot path.)
+leader_prefix: Final = _LEADER_PREFIX.pack
