@@ -126,8 +126,8 @@ class _IndexFile:
         """Hand the entries not yet in the file to the OS."""
         if self.written == len(self.keys):
             return
-        pack = self.entry_struct.pack
-        chunk = b"".join(pack(self.keys[i], self.values[i]) for i in range(self.written, len(self.keys)))
+        written = self.written
+        chunk = b"".join(map(self.entry_struct.pack, self.keys[written:], self.values[written:]))
         self._file().write(chunk)
         self.written = len(self.keys)
 

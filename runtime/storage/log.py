@@ -289,10 +289,39 @@ class Log:
         """Validate a producer's batches, assign offsets from the log end offset, stamp
         ``leader_epoch`` and append (kafka-semantics.md §8.4, §9.3)."""
         if self._leader_plan.as_sent:
+            # What nearly every produce request carries: one plain batch. The same result as
+            # assign_offsets + _append, without their per-batch lists; the batch is written as sent
+            # after a new prefix (base offset, length, leader epoch).
             header = one_plain_batch(records, self._max_message_bytes)
             if header is not None and header.base_offset == 0:
                 validate_client_batch(header)
-                return self._append_one_from_client(records, header, leader_epoch, now_ms, wall_clock_ms)
+                first_offset = self._log_end_offset
+                last_offset = first_offset + header.last_offset_delta
+                producer_append = None
+                if header.producer_id >= 0:
+                    stamped = header._replace(base_offset=first_offset, partition_leader_epoch=leader_epoch)
+                    duplicate = self.producer_state.find_duplicate(stamped)
+                    if duplicate is not None:
+                        return self._duplicate_appended(
+                            duplicate, NO_TIMESTAMP, len(records), _NONE, _NONE, leader_epoch
+                        )
+                    producer_append = self.producer_state.prepare([stamped], from_client=True)
+                return self._append(
+                    [
+                        leader_prefix(first_offset, header.batch_length, leader_epoch),
+                        memoryview(records)[PREFIX_SIZE:],
+                    ],
+                    len(records),
+                    first_offset,
+                    last_offset,
+                    header.max_timestamp,
+                    last_offset,
+                    header.records_count,
+                    leader_epoch,
+                    producer_append,
+                    now_ms,
+                    wall_clock_ms,
+                )
         analysis = analyze(records, True, self._max_message_bytes)
         if not analysis.headers:
             return self._nothing_appended(analysis)
@@ -322,59 +351,23 @@ class Log:
             if analysis.has_producer_ids
             else None
         )
+        last_header = assigned.headers[-1]
         return self._append(
             assigned.parts,
             assigned.size,
-            assigned.headers,
             self._log_end_offset,
+            last_header.base_offset + last_header.last_offset_delta,
             assigned.max_timestamp,
             assigned.offset_of_max_timestamp,
-            assigned.log_append_time_ms,
             analysis.record_count,
-            analysis.source_codec,
-            assigned.target_codec,
-            producer_append,
-            now_ms,
-            wall_clock_ms,
-        )
-
-    def _append_one_from_client(
-        self,
-        records: bytes | bytearray | memoryview,
-        header: BatchHeader,
-        leader_epoch: int,
-        now_ms: int,
-        wall_clock_ms: int,
-    ) -> LogAppendInfo:
-        """What ``append_as_leader`` does with one plain batch (``LeaderPlan.as_sent``): the same
-        result as ``assign_offsets`` + ``_append``, without their per-batch lists, since this is what
-        nearly every produce request carries. The batch is written as sent after a new 17-byte prefix."""
-        first_offset = self._log_end_offset
-        last_offset = first_offset + header.last_offset_delta
-        producer_append = None
-        if header.producer_id >= 0:
-            stamped = header._replace(base_offset=first_offset, partition_leader_epoch=leader_epoch)
-            duplicate = self.producer_state.find_duplicate(stamped)
-            if duplicate is not None:
-                return self._duplicate_appended(
-                    duplicate, NO_TIMESTAMP, len(records), _NONE, _NONE, leader_epoch
-                )
-            producer_append = self.producer_state.prepare([stamped], from_client=True)
-        return self._append_one(
-            [
-                leader_prefix(first_offset, header.batch_length, leader_epoch),
-                memoryview(records)[PREFIX_SIZE:],
-            ],
-            len(records),
-            first_offset,
-            last_offset,
-            header.max_timestamp,
-            last_offset,
-            header.records_count,
             leader_epoch,
             producer_append,
             now_ms,
             wall_clock_ms,
+            headers=assigned.headers,
+            log_append_time_ms=assigned.log_append_time_ms,
+            source_codec=analysis.source_codec,
+            target_codec=assigned.target_codec,
         )
 
     def append_as_follower(
@@ -386,7 +379,7 @@ class Log:
             # One plain batch (a per-batch append, or a fetch that returned one): the same result as
             # the general path below, without its lists.
             last_offset = header.base_offset + header.last_offset_delta
-            return self._append_one(
+            return self._append(
                 [records],
                 len(records),
                 header.base_offset,
@@ -422,17 +415,18 @@ class Log:
                 else memoryview(records)[: analysis.valid_bytes]
             ],
             analysis.valid_bytes,
-            headers,
             analysis.first_offset,
+            analysis.last_offset,
             analysis.max_timestamp,
             analysis.offset_of_max_timestamp,
-            NO_TIMESTAMP,
             analysis.record_count,
-            analysis.source_codec,
-            analysis.source_codec,
+            headers[-1].partition_leader_epoch,
             self.producer_state.prepare(headers, from_client=False) if analysis.has_producer_ids else None,
             now_ms,
             wall_clock_ms,
+            headers=headers,
+            source_codec=analysis.source_codec,
+            target_codec=analysis.source_codec,
         )
 
     def _nothing_appended(self, analysis: Analysis) -> LogAppendInfo:
@@ -471,107 +465,40 @@ class Log:
         self,
         parts: list[bytes | bytearray | memoryview],
         size: int,
-        headers: list[BatchHeader],
-        first_offset: int,
-        max_timestamp: int,
-        offset_of_max_timestamp: int,
-        log_append_time_ms: int,
-        record_count: int,
-        source_codec: CompressionType,
-        target_codec: CompressionType,
-        producer_append: ProducerAppend | None,
-        now_ms: int,
-        wall_clock_ms: int,
-    ) -> LogAppendInfo:
-        # Batch-level max timestamps for the segment and its time index: every replica and every
-        # recovery sees the same ones.
-        last_header = headers[-1]
-        last_offset = last_header.base_offset + last_header.last_offset_delta
-        if len(headers) == 1:
-            segment_max_timestamp = last_header.max_timestamp
-            segment_offset_of_max = last_offset
-        else:
-            segment_max_timestamp = NO_TIMESTAMP
-            segment_offset_of_max = first_offset
-            for header in headers:
-                if header.max_timestamp > segment_max_timestamp:
-                    segment_max_timestamp = header.max_timestamp
-                    segment_offset_of_max = header.base_offset + header.last_offset_delta
-        self._write(
-            parts,
-            size,
-            first_offset,
-            last_offset,
-            segment_max_timestamp,
-            segment_offset_of_max,
-            now_ms,
-            wall_clock_ms,
-        )
-        cache = self.leader_epoch_cache
-        latest = cache.latest_entry
-        for header in headers:
-            epoch = header.partition_leader_epoch
-            if epoch >= 0 and (
-                latest is None or latest.epoch != epoch or latest.start_offset > header.base_offset
-            ):
-                cache.assign(epoch, header.base_offset)
-                latest = cache.latest_entry
-        return self._appended(
-            first_offset,
-            last_offset,
-            max_timestamp,
-            offset_of_max_timestamp,
-            log_append_time_ms,
-            record_count,
-            size,
-            source_codec,
-            target_codec,
-            last_header.partition_leader_epoch,
-            producer_append,
-        )
-
-    def _append_one(
-        self,
-        parts: list[bytes | bytearray | memoryview],
-        size: int,
         first_offset: int,
         last_offset: int,
         max_timestamp: int,
         offset_of_max_timestamp: int,
         record_count: int,
-        leader_epoch: int,
+        last_leader_epoch: int,
         producer_append: ProducerAppend | None,
         now_ms: int,
         wall_clock_ms: int,
+        headers: list[BatchHeader] | None = None,
+        log_append_time_ms: int = NO_TIMESTAMP,
+        source_codec: CompressionType = _NONE,
+        target_codec: CompressionType = _NONE,
     ) -> LogAppendInfo:
-        """``_append`` for one uncompressed batch with no LogAppendTime: the hot path of both roles."""
-        self._write(parts, size, first_offset, last_offset, max_timestamp, last_offset, now_ms, wall_clock_ms)
-        if leader_epoch >= 0:
-            latest = self.leader_epoch_cache.latest_entry
-            if latest is None or latest.epoch != leader_epoch or latest.start_offset > first_offset:
-                self.leader_epoch_cache.assign(leader_epoch, first_offset)
-        return self._appended(
-            first_offset, last_offset, max_timestamp, offset_of_max_timestamp, NO_TIMESTAMP, record_count,
-            size, _NONE, _NONE, leader_epoch, producer_append,
-        )  # fmt: skip
-
-    def _write(
-        self,
-        parts: list[bytes | bytearray | memoryview],
-        size: int,
-        first_offset: int,
-        last_offset: int,
-        segment_max_timestamp: int,
-        segment_offset_of_max: int,
-        now_ms: int,
-        wall_clock_ms: int,
-    ) -> None:
-        """Hand the bytes to the active segment (rolling first when due), then move the log end offset."""
+        """Write ``parts`` (``size`` bytes holding offsets ``first_offset..last_offset``) and account
+        for them: log end offset, leader epochs, producer state, flush due. ``headers`` is given when
+        the bytes hold several batches (or the leader rebuilt them); without it they are one
+        uncompressed batch in ``last_leader_epoch``, the hot path of both roles, kept to one frame."""
         if size > self._segment_bytes:
             raise RecordBatchTooLargeError(
                 f"the append to {self.directory} is {size} bytes, larger than segment.bytes "
                 f"{self.config.segment_bytes}"
             )
+        # Batch-level max timestamps for the segment and its time index: every replica and every
+        # recovery sees the same ones.
+        segment_max_timestamp, segment_offset_of_max = max_timestamp, last_offset
+        if headers is not None and len(headers) > 1:
+            segment_max_timestamp, segment_offset_of_max = NO_TIMESTAMP, first_offset
+            for header in headers:
+                if header.max_timestamp > segment_max_timestamp:
+                    segment_max_timestamp = header.max_timestamp
+                    segment_offset_of_max = header.base_offset + header.last_offset_delta
+        elif headers is not None:
+            segment_max_timestamp = headers[0].max_timestamp
         if not self._active.append_unless_roll_due(
             last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, now_ms, wall_clock_ms
         ):
@@ -580,24 +507,22 @@ class Log:
                 last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, wall_clock_ms
             )
         # The bytes are in the OS: now the offsets may count.
-        self._log_end_offset = last_offset + 1
-
-    def _appended(
-        self,
-        first_offset: int,
-        last_offset: int,
-        max_timestamp: int,
-        offset_of_max_timestamp: int,
-        log_append_time_ms: int,
-        record_count: int,
-        size: int,
-        source_codec: CompressionType,
-        target_codec: CompressionType,
-        last_leader_epoch: int,
-        producer_append: ProducerAppend | None,
-    ) -> LogAppendInfo:
-        """After the write: the producer state moves on and the outcome says whether a flush is due."""
-        log_end_offset = last_offset + 1
+        log_end_offset = self._log_end_offset = last_offset + 1
+        cache = self.leader_epoch_cache
+        latest = cache.latest_entry
+        if headers is None:
+            if last_leader_epoch >= 0 and (
+                latest is None or latest.epoch != last_leader_epoch or latest.start_offset > first_offset
+            ):
+                cache.assign(last_leader_epoch, first_offset)
+        else:
+            for header in headers:
+                epoch = header.partition_leader_epoch
+                if epoch >= 0 and (
+                    latest is None or latest.epoch != epoch or latest.start_offset > header.base_offset
+                ):
+                    cache.assign(epoch, header.base_offset)
+                    latest = cache.latest_entry
         if producer_append is not None:
             self.producer_state.apply(producer_append, log_end_offset)
         else:

@@ -359,7 +359,8 @@ class LogSegment:
         return True
 
     def _add_index_entries(self, relative_offset: int, physical_position: int) -> None:
-        """``OffsetIndex.append`` and ``TimeIndex.maybe_append`` for the append path, in one call."""
+        """``OffsetIndex.append`` and ``TimeIndex.maybe_append`` for the append path, in one call.
+        With batches above ``index.interval.bytes`` this runs on every append, hence inlined."""
         offset_index = self.offset_index
         keys = offset_index.keys
         if keys and relative_offset <= keys[-1]:
@@ -371,11 +372,24 @@ class LogSegment:
             raise AssertionError(f"attempt to append to a full index {offset_index.path}")
         keys.append(relative_offset)
         offset_index.values.append(physical_position)
-        timestamps = self.time_index.keys
-        if not timestamps or self.max_timestamp_so_far > timestamps[-1]:
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+        time_index = self.time_index
+        timestamps = time_index.keys
+        max_timestamp = self.max_timestamp_so_far
+        if timestamps:
+            if max_timestamp > timestamps[-1]:
+                relative_of_max = self.offset_of_max_timestamp_so_far - self.base_offset
+                if relative_of_max >= time_index.values[-1] and len(timestamps) < time_index.max_entries:
+                    # What maybe_append would do after its checks, which hold here.
+                    timestamps.append(max_timestamp)
+                    time_index.values.append(relative_of_max)
+                else:
+                    time_index.maybe_append(max_timestamp, self.offset_of_max_timestamp_so_far)  # raises
+        else:
+            time_index.maybe_append(max_timestamp, self.offset_of_max_timestamp_so_far)
         if len(keys) - offset_index.written >= PENDING_WRITE_THRESHOLD:
-            self.write_pending_index_entries()
+            offset_index.write_pending()
+        if len(timestamps) - time_index.written >= PENDING_WRITE_THRESHOLD:
+            time_index.write_pending()
 
     # ------------------------------------------------------------------------------ rolling
 
