@@ -127,7 +127,14 @@ class _IndexFile:
         if self.written == len(self.keys):
             return
         written = self.written
-        chunk = b"".join(map(self.entry_struct.pack, self.keys[written:], self.values[written:]))
+        count = len(self.keys) - written
+        # Keys and values interleaved, packed by one struct call (a format struct caches, since
+        # count is nearly always PENDING_WRITE_THRESHOLD): less than half the cost per entry of
+        # packing each entry on its own.
+        fields: list[int] = [0] * (2 * count)
+        fields[0::2] = self.keys[written:]
+        fields[1::2] = self.values[written:]
+        chunk = struct.pack(">" + self.entry_struct.format[1:] * count, *fields)
         self._file().write(chunk)
         self.written = len(self.keys)
 

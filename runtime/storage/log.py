@@ -491,14 +491,15 @@ class Log:
         # Batch-level max timestamps for the segment and its time index: every replica and every
         # recovery sees the same ones.
         segment_max_timestamp, segment_offset_of_max = max_timestamp, last_offset
-        if headers is not None and len(headers) > 1:
-            segment_max_timestamp, segment_offset_of_max = NO_TIMESTAMP, first_offset
-            for header in headers:
-                if header.max_timestamp > segment_max_timestamp:
-                    segment_max_timestamp = header.max_timestamp
-                    segment_offset_of_max = header.base_offset + header.last_offset_delta
-        elif headers is not None:
-            segment_max_timestamp = headers[0].max_timestamp
+        if headers is not None:
+            if len(headers) == 1:
+                segment_max_timestamp = headers[0].max_timestamp
+            else:
+                segment_max_timestamp, segment_offset_of_max = NO_TIMESTAMP, first_offset
+                for header in headers:
+                    if header.max_timestamp > segment_max_timestamp:
+                        segment_max_timestamp = header.max_timestamp
+                        segment_offset_of_max = header.base_offset + header.last_offset_delta
         if not self._active.append_unless_roll_due(
             last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, now_ms, wall_clock_ms
         ):
