@@ -7,8 +7,9 @@ Workload (issue 3): records of ``--record-bytes`` in batches of at most ``--batc
 uncompressed), ``--megabytes`` in total, on real files (``OsFileSystem``) in a temporary directory.
 
 * append, raw: ``os.write`` of each batch's bytes to an ``O_APPEND`` file;
-* append, leader: ``Log.append_as_leader`` of each producer batch (validation, record walk,
-  offset assignment and epoch stamping in place, write, sparse indexing);
+* append, leader: ``Log.append_as_leader`` of each producer batch (CRC and header validation,
+  offset assignment and epoch stamping in place, write, sparse indexing; records are not walked
+  under the default ``records.validation = batch``);
 * append, follower: ``Log.append_as_follower`` of each leader-stamped batch (CRC check, write);
 * append, follower with fetch-size appends: the same batches, ``--read-bytes`` of them per append, as a
   replica fetcher appends a fetch response;
