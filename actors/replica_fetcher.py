@@ -360,12 +360,10 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         match self._round:
             case _Round.TRUNCATE_STATE:
                 self._after_truncate_state(ctx, collected)
-            case _Round.TRUNCATE_APPLY:
+            case _Round.TRUNCATE_APPLY | _Round.RESET_APPLY:
                 self._after_truncate_apply(ctx, collected)
             case _Round.RESET_STATE:
                 self._after_reset_state(ctx, collected)
-            case _Round.RESET_APPLY:
-                self._after_reset_apply(ctx, collected)
             case _Round.FETCH_APPLY:
                 self._after_fetch_apply(ctx, collected)
             case _:
@@ -489,6 +487,8 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
     def _after_truncate_apply(
         self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, Any]
     ) -> None:
+        """Truncations done (by leader epoch, to the high watermark, or fully after an out-of-range
+        reset, which is always complete): fetch from the new log end, or ask again if incomplete."""
         for tp, reply in replies.items():
             state = self.partitions.get(tp)
             if state is None:
@@ -582,20 +582,6 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             state.phase = FetchPhase.FETCHING
             self._waiting.clear()
             self._end_round(ctx)
-
-    def _after_reset_apply(
-        self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, Any]
-    ) -> None:
-        for tp, reply in replies.items():
-            state = self.partitions.get(tp)
-            if state is None:
-                continue
-            if not isinstance(reply, TruncationResult) or reply.error_code is not ErrorCode.NONE:
-                self._handle_local_error(ctx, tp, reply)
-                continue
-            state.fetch_offset = reply.fetch_offset
-            state.phase = FetchPhase.FETCHING
-        self._end_round(ctx)
 
     # ----------------------------------------------------------------------------------- fetch
 

@@ -317,45 +317,11 @@ class LogSegment:
         now_ms: int,
         wall_clock_ms: int,
     ) -> bool:
-        """The log's hot path: ``should_roll`` then ``append`` in one call, with the common checks
-        inlined. Returns False, writing nothing, when the segment must roll first."""
-        log_file = self.log_file
-        physical_position = log_file.size
-        relative = largest_offset - self.base_offset
-        if (
-            physical_position > self._segment_bytes - size
-            or relative < 0
-            or relative > INT32_MAX
-            or len(self.offset_index.keys) >= self.offset_index.max_entries
-            or len(self.time_index.keys) >= self.time_index.max_entries
-        ):
+        """The log's append: ``should_roll`` then ``append``. Returns False, writing nothing, when
+        the segment must roll first."""
+        if self.should_roll(size, largest_timestamp, largest_offset, now_ms):
             return False
-        if physical_position > 0:
-            rolling_based = self._rolling_based_timestamp
-            if rolling_based is None:
-                rolling_based = self._load_first_batch_timestamp()
-            if rolling_based is not None and rolling_based >= 0:
-                waited = largest_timestamp - rolling_based
-            else:
-                waited = now_ms - self.created_ms
-            if waited > self._segment_ms - self.roll_jitter_ms:
-                return False
-        else:
-            self._rolling_based_timestamp = largest_timestamp
-        if len(parts) == 1:
-            log_file.write(parts[0])
-        else:
-            log_file.writev(parts, size)
-        if largest_timestamp > self.max_timestamp_so_far:
-            self.max_timestamp_so_far = largest_timestamp
-            self.offset_of_max_timestamp_so_far = offset_of_max_timestamp
-        if self.bytes_since_last_index_entry > self._index_interval_bytes:
-            self._add_index_entries(relative, physical_position)
-            self.bytes_since_last_index_entry = size
-        else:
-            self.bytes_since_last_index_entry += size
-        if wall_clock_ms:
-            self.last_modified_ms = wall_clock_ms
+        self.append(largest_offset, largest_timestamp, offset_of_max_timestamp, parts, size, wall_clock_ms)
         return True
 
     def _add_index_entries(self, relative_offset: int, physical_position: int) -> None:
@@ -406,16 +372,11 @@ class LogSegment:
         size = self.log_file.size
         if size > self._segment_bytes - messages_size:
             return True
-        if size > 0:
-            rolling_based = self._rolling_based_timestamp
-            if rolling_based is None:
-                rolling_based = self._load_first_batch_timestamp()
-            if rolling_based is not None and rolling_based >= 0:
-                waited = max_timestamp_in_messages - rolling_based
-            else:
-                waited = now_ms - self.created_ms
-            if waited > self._segment_ms - self.roll_jitter_ms:
-                return True
+        if size > 0 and (
+            self.time_waited_for_roll(now_ms, max_timestamp_in_messages)
+            > self._segment_ms - self.roll_jitter_ms
+        ):
+            return True
         relative = max_offset_in_messages - self.base_offset
         return (
             len(self.offset_index.keys) >= self.offset_index.max_entries
