@@ -13,6 +13,7 @@ Steps, in order:
    newer than the cache's latest re-assigned. At the first segment that had to be truncated, or that
    now ends below the next segment's base offset (the OS wrote the later file back first), every later
    segment is deleted and recovery stops: the log is always a contiguous prefix of what was written.
+   This runs even when step 2 already cut a later segment: an earlier one may be torn as well.
    (A follower segment rolled across a leader's offset gap looks the same and is dropped too if it was
    above the recovery point; replication fetches it again.)
 4. If the log ends below the log start offset, all segments go; an empty log gets one empty segment at
@@ -91,7 +92,7 @@ def load_segments(
             leader_epoch_cache.assign(epoch, header.base_offset)
 
     segments: list[LogSegment] = []
-    recovered = 0
+    recovered_bases: set[int] = set()
     truncated_bytes = 0
     for position, base_offset in enumerate(log_bases):
         segment = LogSegment.open_existing(
@@ -101,9 +102,10 @@ def load_segments(
         try:
             segment.load_indexes()
         except (FileNotFoundError, CorruptIndexError, InvalidOffsetError, CorruptRecordError):
-            truncated_bytes = _recover(segment, on_recovered_batch)
-            recovered += 1
-            if truncated_bytes > 0:
+            cut = _recover(segment, on_recovered_batch)
+            recovered_bases.add(base_offset)
+            truncated_bytes += cut
+            if cut > 0:
                 # A torn segment ends the log: what follows it cannot be trusted to be contiguous.
                 for later_base in log_bases[position + 1 :]:
                     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
@@ -112,18 +114,20 @@ def load_segments(
                             fs.delete_file(path)
                 break
 
-    if not clean_shutdown and truncated_bytes == 0:
+    if not clean_shutdown:
+        # Also when step 2 cut a later segment: an earlier one above the recovery point may be torn.
         for position, segment in enumerate(segments):
             following = segments[position + 1] if position + 1 < len(segments) else None
             if following is not None and following.base_offset <= recovery_point:
                 continue  # Wholly below the recovery point: flushed before the crash.
-            truncated_bytes = _recover(segment, on_recovered_batch)
-            recovered += 1
+            cut = 0
+            if segment.base_offset not in recovered_bases:  # step 2 may have recovered it already
+                cut = _recover(segment, on_recovered_batch)
+                recovered_bases.add(segment.base_offset)
+                truncated_bytes += cut
             # The OS writes pages back in no particular order: a later segment may have reached the
             # disk while this one lost its tail at a batch boundary. A hole is as bad as a torn batch.
-            torn = truncated_bytes > 0 or (
-                following is not None and segment.read_next_offset() < following.base_offset
-            )
+            torn = cut > 0 or (following is not None and segment.read_next_offset() < following.base_offset)
             if torn:
                 for later in segments[position + 1 :]:
                     _delete_now(fs, later)
@@ -151,7 +155,7 @@ def load_segments(
         segments,
         log_end_offset,
         log_end_offset if clean_shutdown else min(recovery_point, log_end_offset),
-        recovered,
+        len(recovered_bases),
         truncated_bytes,
     )
 

@@ -258,3 +258,18 @@ LogMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_log_against_a_model = LogMachine.TestCase
+
+
+def test_a_torn_segment_before_a_cut_one_is_recovered_too() -> None:
+    """Found by the machine above: after a power loss, the newest segment's index was missing (so it
+    was recovered, and cut, while loading) and the first segment was torn above the recovery point.
+    Recovery must still check the first one, or the log claims an offset it no longer holds."""
+    machine = LogMachine()
+    machine.append_as_follower(epoch_step=0, values=[b""])
+    machine.roll()
+    machine.append_as_follower(epoch_step=0, values=[b""])
+    machine.restart_after_process_crash()
+    machine.roll()
+    machine.restart_after_power_loss(seed=1)
+    machine.the_log_holds_exactly_the_model()
+    machine.offsets_are_ordered()
