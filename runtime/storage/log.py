@@ -766,9 +766,7 @@ class Log:
         the leader epoch protocol already discarded. Truncations happen on leadership changes only, so
         this blocking call on the caller's thread is rare (the only fsync the log makes by itself)."""
         if truncated is not None:
-            truncated.write_pending_index_entries()
-            for path in truncated.file_paths():
-                self.fs.fsync_path(path)
+            truncated.fsync()
         self.fs.fsync_dir(self.directory)
         self._directory_changes_synced = self._directory_changes
 
@@ -874,8 +872,7 @@ class Log:
         active.on_become_inactive()
         if flush:
             self.flush(now_ms=now_ms)
-            for path in active.file_paths():
-                self.fs.fsync_path(path)
+            active.fsync()
         for segment in self._segments.values():
             segment.close()
 

@@ -150,6 +150,9 @@ def load_segments(
                 roll_jitter_ms=roll_jitter_ms(),
             )
         )
+    if truncated_bytes > 0 or [segment.base_offset for segment in segments] != log_bases:
+        # Cut, deleted or created segment files: durable before anything is appended, as above.
+        fs.fsync_dir(directory)
     log_end_offset = segments[-1].read_next_offset()
     return LoadedSegments(
         segments,
@@ -162,10 +165,16 @@ def load_segments(
 
 def _recover(segment: LogSegment, on_batch: Callable[[BatchHeader], None]) -> int:
     try:
-        return segment.recover(on_batch)
+        cut = segment.recover(on_batch)
     except InvalidOffsetError:
         # Kafka: an offset that cannot be indexed empties the segment.
-        return segment.truncate_to(segment.base_offset, now_ms=segment.created_ms)
+        cut = segment.truncate_to(segment.base_offset, now_ms=segment.created_ms)
+    if cut > 0:
+        # Durable before anything is appended after it: otherwise a second power loss could bring
+        # the cut bytes back, and recovery would then cut at them again, losing what was appended
+        # (and flushed) in between.
+        segment.fsync()
+    return cut
 
 
 def _remove_leftovers(fs: FileSystem, directory: str) -> None:

@@ -236,6 +236,13 @@ class LogSegment:
         self.offset_index.write_pending()
         self.time_index.write_pending()
 
+    def fsync(self) -> None:
+        """Make the segment's files durable now, on the calling thread (after a cut: truncation and
+        recovery, both rare; appended data is flushed through ``FlushJob`` off the event loop)."""
+        self.write_pending_index_entries()
+        for path in self.file_paths():
+            self.fs.fsync_path(path)
+
     def on_become_inactive(self) -> None:
         """Called when rolled away from (and on close): the final time index entry, indexes written."""
         self.time_index.maybe_append(
