@@ -3,7 +3,8 @@
 A handler never performs I/O itself. It calls methods on its context, which record *effects*; the
 runtime applies them, in the order recorded, after the handler returns (and drops them if the
 handler raised). Two implementations exist: the actor system's (``runtime.system``) and the
-behaviour test kit's (``runtime.testkit``), which keeps the effects for a test to inspect.
+behaviour test kit's (``runtime.testkit``), which keeps the effects for a test to inspect; both record
+through ``runtime.recording_context.RecordingContext``.
 
 What a context offers:
 

@@ -38,7 +38,6 @@ from runtime.activity import Activity
 from runtime.actor import Actor
 from runtime.clock import Clock, LoopClock, TimerHandle
 from runtime.codec import WireEnvelope
-from runtime.context import Context
 from runtime.effects import Ask, CancelTimer, Effect, Pipe, Reply, Spawn, StartTimer, Stop, Tell
 from runtime.errors import (
     AskTimeoutError,
@@ -56,6 +55,7 @@ from runtime.messages import (
     Requester,
     UnknownActor,
 )
+from runtime.recording_context import RecordingContext
 from runtime.ref import ActorRef
 from runtime.supervision import Directive, RestartTracker, SupervisorStrategy
 from runtime.transport.base import Transport
@@ -125,7 +125,7 @@ class _Route:
     timer: TimerHandle | None = None
 
 
-class _CellContext(Context[Any]):
+class _CellContext(RecordingContext):
     """The context handed to a cell's handlers; records effects into ``effects``."""
 
     __slots__ = ("_cell", "_envelope", "effects")
@@ -167,46 +167,8 @@ class _CellContext(Context[Any]):
     def requester(self) -> Requester | None:
         return None if self._envelope is None else self._envelope.requester
 
-    def tell(self, target: ActorRef, message: object) -> None:
-        self.effects.append(Tell(target, message))
-
-    def ask(
-        self,
-        target: ActorRef,
-        message: object,
-        *,
-        timeout_ms: int,
-        on_reply: Callable[[Any], Any],
-        on_failure: Callable[[AskFailure], Any],
-    ) -> int:
-        ask_id = next(self._cell.system._ask_ids)
-        self.effects.append(Ask(target, message, timeout_ms, ask_id, on_reply, on_failure))
-        return ask_id
-
-    def reply_to(self, requester: Requester, message: object) -> None:
-        self.effects.append(Reply(requester, message))
-
-    def start_timer(self, key: Hashable, message: Any, delay_ms: int) -> None:
-        self.effects.append(StartTimer(key, message, delay_ms))
-
-    def start_periodic_timer(
-        self, key: Hashable, message: Any, interval_ms: int, initial_delay_ms: int | None = None
-    ) -> None:
-        if interval_ms <= 0:
-            raise ValueError("interval_ms must be positive")
-        delay = interval_ms if initial_delay_ms is None else initial_delay_ms
-        self.effects.append(StartTimer(key, message, delay, interval_ms))
-
-    def cancel_timer(self, key: Hashable) -> None:
-        self.effects.append(CancelTimer(key))
-
-    def pipe_to_self(
-        self,
-        operation: Callable[[], Awaitable[T]],
-        on_success: Callable[[T], Any],
-        on_failure: Callable[[Exception], Any],
-    ) -> None:
-        self.effects.append(Pipe(operation, on_success, on_failure))
+    def _next_ask_id(self) -> int:
+        return next(self._cell.system._ask_ids)
 
     def message_adapter(self, adapt: Callable[[T], Any]) -> Callable[[T], None]:
         cell = self._cell
@@ -215,20 +177,6 @@ class _CellContext(Context[Any]):
             cell.post_adapted(adapt, value)
 
         return post
-
-    def spawn(
-        self,
-        name: str,
-        factory: Callable[[], Actor[Any]],
-        *,
-        supervision: SupervisorStrategy | None = None,
-    ) -> ActorRef:
-        ref = ActorRef(node_id=self._cell.system.node_id, name=name)
-        self.effects.append(Spawn(ref, factory, supervision))
-        return ref
-
-    def stop(self, ref: ActorRef) -> None:
-        self.effects.append(Stop(ref))
 
 
 class _Cell:

@@ -18,7 +18,7 @@ import itertools
 import logging
 import random
 from collections import deque
-from collections.abc import Awaitable, Callable, Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -27,9 +27,9 @@ from runtime.actor import Actor
 from runtime.clock import ManualClock, TimerHandle
 from runtime.context import Context
 from runtime.effects import Ask, CancelTimer, Effect, Pipe, Reply, Spawn, StartTimer, Stop, Tell
-from runtime.messages import AskFailure, Requester
+from runtime.messages import Requester
+from runtime.recording_context import RecordingContext
 from runtime.ref import ActorRef
-from runtime.supervision import SupervisorStrategy
 
 __all__ = ["BehaviorTestKit", "advance"]
 
@@ -58,7 +58,7 @@ class _KitTimer:
     handle: TimerHandle | None = None
 
 
-class _KitContext(Context[Any]):
+class _KitContext(RecordingContext):
     def __init__(self, kit: BehaviorTestKit[Any]) -> None:
         self._kit = kit
         self.effects: list[Effect] = []
@@ -100,64 +100,14 @@ class _KitContext(Context[Any]):
     def requester(self) -> Requester | None:
         return self.current_requester
 
-    def tell(self, target: ActorRef, message: object) -> None:
-        self.effects.append(Tell(target, message))
-
-    def ask(
-        self,
-        target: ActorRef,
-        message: object,
-        *,
-        timeout_ms: int,
-        on_reply: Callable[[Any], Any],
-        on_failure: Callable[[AskFailure], Any],
-    ) -> int:
-        ask_id = next(self._kit._ask_ids)
-        self.effects.append(Ask(target, message, timeout_ms, ask_id, on_reply, on_failure))
-        return ask_id
-
-    def reply_to(self, requester: Requester, message: object) -> None:
-        self.effects.append(Reply(requester, message))
-
-    def start_timer(self, key: Hashable, message: Any, delay_ms: int) -> None:
-        self.effects.append(StartTimer(key, message, delay_ms))
-
-    def start_periodic_timer(
-        self, key: Hashable, message: Any, interval_ms: int, initial_delay_ms: int | None = None
-    ) -> None:
-        delay = interval_ms if initial_delay_ms is None else initial_delay_ms
-        self.effects.append(StartTimer(key, message, delay, interval_ms))
-
-    def cancel_timer(self, key: Hashable) -> None:
-        self.effects.append(CancelTimer(key))
-
-    def pipe_to_self(
-        self,
-        operation: Callable[[], Awaitable[T]],
-        on_success: Callable[[T], Any],
-        on_failure: Callable[[Exception], Any],
-    ) -> None:
-        self.effects.append(Pipe(operation, on_success, on_failure))
+    def _next_ask_id(self) -> int:
+        return next(self._kit._ask_ids)
 
     def message_adapter(self, adapt: Callable[[T], Any]) -> Callable[[T], None]:
         def post(value: T) -> None:
             self._kit.inbox.append(adapt(value))
 
         return post
-
-    def spawn(
-        self,
-        name: str,
-        factory: Callable[[], Actor[Any]],
-        *,
-        supervision: SupervisorStrategy | None = None,
-    ) -> ActorRef:
-        ref = ActorRef(node_id=self._kit.ref.node_id, name=name)
-        self.effects.append(Spawn(ref, factory, supervision))
-        return ref
-
-    def stop(self, ref: ActorRef) -> None:
-        self.effects.append(Stop(ref))
 
 
 class BehaviorTestKit(Generic[M]):
