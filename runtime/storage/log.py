@@ -33,13 +33,16 @@ periodic task.
 
 *Truncation is durable at once.* ``truncate_to`` and ``truncate_fully_and_start_at`` fsync the cut
 segment and the directory before returning (a divergent suffix must not come back after a power
-loss); they are rare (leadership changes), so this is the one fsync the log does on its own.
+loss); they are rare (leadership changes). With recovery's cuts (below) these are the only fsyncs
+the log does on its own.
 
 *Crash recovery.* Everything below ``recovery_point`` was fsynced. After an unclean shutdown (no
 ``.kafka_cleanshutdown`` marker in the log dir) every segment from the one holding the recovery point
 on is re-validated batch by batch (framing, CRC, offsets); the first invalid byte and everything
-after it is cut, and later segments are deleted (log_loader.py). Indexes of recovered segments are
-rebuilt, newer leader epochs re-assigned from the batches, and the producer state rebuilt by scanning
+after it is cut, and later segments are deleted (log_loader.py); cuts and deletions are fsynced
+before the log is used, so a second power loss cannot bring the cut bytes back. Indexes of
+recovered segments are rebuilt, newer leader epochs re-assigned from the batches, and the producer
+state rebuilt by scanning
 batch headers from the first segment (no producer snapshot files are written; in-memory snapshots
 taken at each roll make truncation rescan only from the last roll below the truncation point).
 
@@ -94,9 +97,9 @@ from runtime.storage.retention import (
 from runtime.storage.segment import LogSegment
 
 __all__ = ["FlushJob", "Log", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo", "LogStatistics"]
+# The value types live in log_types.py; they are re-exported here because they are the Log's API.
 
 _NONE = CompressionType.NONE  # read on every append: a module global is cheaper than an enum lookup
-# The value types live in log_types.py; they are re-exported here because they are the Log's API.
 
 
 class Log:
@@ -764,7 +767,7 @@ class Log:
         """fsync the truncated segment and the directory (renamed and new segment files) right away:
         a power loss must never bring truncated records back, as they may be a divergent suffix that
         the leader epoch protocol already discarded. Truncations happen on leadership changes only, so
-        this blocking call on the caller's thread is rare (the only fsync the log makes by itself)."""
+        this blocking call on the caller's thread is rare."""
         if truncated is not None:
             truncated.fsync()
         self.fs.fsync_dir(self.directory)
