@@ -503,13 +503,10 @@ class Log:
                     if header.max_timestamp > segment_max_timestamp:
                         segment_max_timestamp = header.max_timestamp
                         segment_offset_of_max = header.base_offset + header.last_offset_delta
-        if not self._active.append_unless_roll_due(
-            last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, now_ms, wall_clock_ms
-        ):
+        segment = self._active
+        if segment.should_roll(size, segment_max_timestamp, last_offset, now_ms):
             segment = self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms, expected_next_offset=first_offset)
-            segment.append(
-                last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, wall_clock_ms
-            )
+        segment.append(last_offset, segment_max_timestamp, segment_offset_of_max, parts, size, wall_clock_ms)
         # The bytes are in the OS: now the offsets may count.
         log_end_offset = self._log_end_offset = last_offset + 1
         cache = self.leader_epoch_cache

@@ -314,23 +314,6 @@ class LogSegment:
         if wall_clock_ms:
             self.last_modified_ms = wall_clock_ms
 
-    def append_unless_roll_due(
-        self,
-        largest_offset: int,
-        largest_timestamp: int,
-        offset_of_max_timestamp: int,
-        parts: list[bytes | bytearray | memoryview],
-        size: int,
-        now_ms: int,
-        wall_clock_ms: int,
-    ) -> bool:
-        """The log's append: ``should_roll`` then ``append``. Returns False, writing nothing, when
-        the segment must roll first."""
-        if self.should_roll(size, largest_timestamp, largest_offset, now_ms):
-            return False
-        self.append(largest_offset, largest_timestamp, offset_of_max_timestamp, parts, size, wall_clock_ms)
-        return True
-
     def _add_index_entries(self, relative_offset: int, physical_position: int) -> None:
         """``OffsetIndex.append`` and ``TimeIndex.maybe_append`` for the append path, in one call.
         With batches above ``index.interval.bytes`` this runs on every append, hence inlined."""
@@ -367,7 +350,9 @@ class LogSegment:
     # ------------------------------------------------------------------------------ rolling
 
     def time_waited_for_roll(self, now_ms: int, max_timestamp_in_messages: int) -> int:
-        rolling_based = self._load_first_batch_timestamp()
+        rolling_based = self._rolling_based_timestamp  # known after the first append or load
+        if rolling_based is None:
+            rolling_based = self._load_first_batch_timestamp()
         if rolling_based is not None and rolling_based >= 0:
             return max_timestamp_in_messages - rolling_based
         return now_ms - self.created_ms
@@ -375,7 +360,7 @@ class LogSegment:
     def should_roll(
         self, messages_size: int, max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int
     ) -> bool:
-        """Kafka's ``LogSegment.shouldRoll`` (kafka-semantics.md §8.5); inlined, it runs per append."""
+        """Kafka's ``LogSegment.shouldRoll`` (kafka-semantics.md §8.5); the log asks before every append."""
         size = self.log_file.size
         if size > self._segment_bytes - messages_size:
             return True
