@@ -1,5 +1,5 @@
 """`python -m ops` is the `actorlog` command."""
 
-from ops.cli import main
+from ops.cli.main import main
 
 raise SystemExit(main())

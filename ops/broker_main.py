@@ -25,11 +25,11 @@ from pathlib import Path
 import orjson
 from aiohttp import web
 
-from actors.broker import BrokerActor
-from actors.replica_fetcher import FetchPhase, ReplicaFetcherActor
+from actors.server.broker import BrokerActor
+from actors.server.fetcher.replica_fetcher import FetchPhase, ReplicaFetcherActor
 from ops.broker_metrics import broker_metric_families, collect_node
 from ops.config import BrokerSettings, ConfigError, load_broker_settings
-from ops.json_api import json_api_routes
+from ops.json_api.routes import json_api_routes
 from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
 from runtime.clock import LoopClock
 from runtime.coordination.zk import ZkCoordinator

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from actors.broker import BrokerActor, BrokerStatistics
-from actors.controller import ControllerActor, ControllerStatistics
-from actors.partition import PartitionActor, PartitionStatistics
-from actors.partition_state import Role
-from actors.replica_fetcher import FetcherStatistics, ReplicaFetcherActor
+from actors.controller.controller import ControllerActor, ControllerStatistics
+from actors.server.broker import BrokerActor, BrokerStatistics
+from actors.server.fetcher.replica_fetcher import FetcherStatistics, ReplicaFetcherActor
+from actors.server.replica.partition import PartitionActor, PartitionStatistics
+from actors.server.replica.partition_state import Role
 from ops.metric_catalog import CATALOG, MetricSpec, MetricType
 from runtime.coordination.base import CoordinatorStatistics
 from runtime.histogram import (

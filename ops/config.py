@@ -10,7 +10,7 @@ Every key is validated once, here: an unknown key is an error that names the clo
 (a typo must not silently fall back to a default), and a bad value names the key, the value and
 what was expected. Secrets (``internal.auth.secret``) are redacted wherever the config is printed.
 
-Keys beyond ``actors.config.BrokerConfig`` and the storage's log defaults:
+Keys beyond ``actors.server.config.BrokerConfig`` and the storage's log defaults:
 ``listeners`` (``HTTP://host:port``), ``advertised.listeners``, ``log.dirs`` (one directory),
 ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``), ``internal.auth.secret``,
 ``broker.rack``, ``socket.request.max.bytes``, ``metrics.snapshot.dir``,
@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from actors.client_protocol import ConfigSource, DescribeConfigsEntry
-from actors.config import BrokerConfig
+from actors.common.client_protocol import ConfigSource, DescribeConfigsEntry
+from actors.server.config import BrokerConfig
 from runtime.storage.config import BROKER_LOG_CONFIG_KEYS, LogConfig
 
 __all__ = [

@@ -25,18 +25,18 @@ import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-import actors.client_protocol
-import actors.protocol
+import actors.common.client_protocol
+import actors.common.protocol
 import runtime.messages
-from actors import zk_data
-from actors.admin_manager import AdminManagerActor
-from actors.broker import BROKER_ACTOR_NAME, BrokerActor
-from actors.client_protocol import ADMIN_ACTOR_NAME, DescribeConfigsEntry
-from actors.config import BrokerConfig
-from actors.controller import CONTROLLER_ACTOR_NAME, ControllerActor
-from actors.errors import ErrorCode
-from actors.protocol import ControlledShutdownRequest, ControlledShutdownResponse
-from actors.types import broker_node
+from actors.common.client_protocol import ADMIN_ACTOR_NAME, DescribeConfigsEntry
+from actors.common.errors import ErrorCode
+from actors.common.protocol import ControlledShutdownRequest, ControlledShutdownResponse
+from actors.common.types import broker_node
+from actors.controller.controller import CONTROLLER_ACTOR_NAME, ControllerActor
+from actors.server import zk_data
+from actors.server.admin.manager import AdminManagerActor
+from actors.server.broker import BROKER_ACTOR_NAME, BrokerActor
+from actors.server.config import BrokerConfig
 from runtime.activity import Activity
 from runtime.clock import Clock
 from runtime.codec import Codec
@@ -128,7 +128,7 @@ async def get_or_create_cluster_id(
 
 def wire_codec() -> Codec:
     """Every message that may cross between nodes."""
-    return Codec.from_modules(runtime.messages, actors.protocol, actors.client_protocol)
+    return Codec.from_modules(runtime.messages, actors.common.protocol, actors.common.client_protocol)
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,7 +3,7 @@
 Real ZooKeeper
 --------------
 ``zookeeper_server`` starts ONE standalone ZooKeeper for the whole test session, from the installed
-package (``ops.zookeeper.LocalZooKeeper``), in a temporary directory on a free loopback port, with
+package (``ops.local.zookeeper.LocalZooKeeper``), in a temporary directory on a free loopback port, with
 tickTime=500 ms so tests can use session timeouts of 1-10 s. ``zk_connect_string`` gives each test
 its own chroot (``host:port/actorlog-tests/<test>-<n>``) so tests never see each other's znodes.
 
@@ -29,7 +29,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ops.zookeeper import LocalZooKeeper, ZooKeeperNotInstalledError, find_installation
+from ops.local.zookeeper import LocalZooKeeper, ZooKeeperNotInstalledError, find_installation
 
 ZK_TICK_TIME_MS = 500
 """tickTime of the session's ZooKeeper: sessions may last 2-20 ticks (1-10 s)."""

@@ -24,11 +24,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
 from ops.clients.admin import Admin
 from ops.clients.producer import Producer
-from ops.local_cluster import LocalCluster
-from ops.zk_waits import wait_for_partition_state
+from ops.local.cluster import LocalCluster
+from ops.local.zk_waits import wait_for_partition_state
 
 TOPIC = "bench-failover"
 VICTIM = 1

@@ -6,7 +6,7 @@
                                  [--bootstrap-server H:P --secret S]
 
 Without ``--bootstrap-server`` it starts its own cluster in a temporary directory: a ZooKeeper from
-the installed package and three broker processes (``ops.local_cluster``), topics
+the installed package and three broker processes (``ops.local.cluster``), topics
 ``bench-rf1`` (each partition on one broker) and ``bench-rf3`` (three replicas,
 ``min.insync.replicas=2``) created through the admin API. With one it uses those
 topics on that cluster (create them first).
@@ -32,10 +32,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from actors.producer_protocol import RecordMetadata
+from actors.clients.producer.protocol import RecordMetadata
 from ops.clients.admin import Admin
 from ops.clients.producer import Producer
-from ops.local_cluster import LocalCluster
+from ops.local.cluster import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -2,11 +2,11 @@
 
     python -m ops.bench.replication [--records 200000] [--sizes 100,1024] [--partitions 9]
 
-Three broker processes and a ZooKeeper (``ops.local_cluster``), a topic with RF 3 and
+Three broker processes and a ZooKeeper (``ops.local.cluster``), a topic with RF 3 and
 ``min.insync.replicas=2`` whose partitions spread over the three leaders, so each produce request
 carries several 16 KiB batches (one per partition led by that broker):
 
-* throughput: ``ops.perf.run_producer_perf`` (what ``actorlog perf produce`` runs) with acks=all,
+* throughput: ``ops.cli.perf.run_producer_perf`` (what ``actorlog perf produce`` runs) with acks=all,
   ``batch.size=16384``, ``linger.ms=5``, idempotent — records/s and MB/s for each size;
 * idle latency: one acks=all record at a time (the next sent when the previous is acknowledged),
   ``--latency-records`` of them — p50, p99 and max in milliseconds.
@@ -23,10 +23,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from ops.cli.perf import run_producer_perf
 from ops.clients.admin import Admin
 from ops.clients.producer import Producer
-from ops.local_cluster import LocalCluster
-from ops.perf import run_producer_perf
+from ops.local.cluster import LocalCluster
 
 TOPIC = "bench-replicated"
 

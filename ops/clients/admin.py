@@ -1,7 +1,7 @@
 """The asyncio ``Admin`` client: topics and cluster, as Kafka's AdminClient offers them.
 
 Every request goes to some live broker: metadata to its ``broker`` actor, administration to its
-``admin`` actor (``actors/admin_manager.py``), which writes ZooKeeper for the controller to act on.
+``admin`` actor (``actors/server/admin/manager.py``), which writes ZooKeeper for the controller to act on.
 Results come back as values; refusals as ``KafkaError`` carrying Kafka's error code and the
 broker's message (``TopicAlreadyExists``... are told apart by ``error_code``).
 
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from actors.client_protocol import (
+from actors.common.client_protocol import (
     ADMIN_ACTOR_NAME,
     AlterableConfig,
     AlterConfigOp,
@@ -43,9 +43,9 @@ from actors.client_protocol import (
     IncrementalAlterConfigsResponse,
     TopicConfigEntry,
 )
-from actors.errors import ErrorCode, KafkaError
-from actors.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse, PartitionMetadata
-from actors.types import broker_node
+from actors.common.errors import ErrorCode, KafkaError
+from actors.common.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse, PartitionMetadata
+from actors.common.types import broker_node
 from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
 from runtime.clock import wait_ms
 from runtime.ref import ActorRef

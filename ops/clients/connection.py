@@ -24,10 +24,10 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from actors.broker import BROKER_ACTOR_NAME
-from actors.errors import ErrorCode, KafkaError
-from actors.protocol import BrokerEndpoint
-from actors.types import broker_node
+from actors.common.errors import ErrorCode, KafkaError
+from actors.common.protocol import BrokerEndpoint
+from actors.common.types import broker_node
+from actors.server.broker import BROKER_ACTOR_NAME
 from ops.config import ConfigError, parse_properties
 from ops.wiring import wire_codec
 from runtime.clock import Clock

@@ -1,8 +1,8 @@
 """The asyncio ``Consumer``: assign partitions, seek, poll records, ask positions.
 
-A thin façade over the ``ConsumerActor`` (``actors/consumer.py``), which fetches in the background
-(one fetch per leader, bounded by what is buffered). There are no consumer groups: the
-application assigns partitions, as with Kafka's ``KafkaConsumer.assign``.
+A thin façade over the ``ConsumerActor`` (``actors/clients/consumer/consumer.py``), which
+fetches in the background (one fetch per leader, bounded by what is buffered). There are no
+consumer groups: the application assigns partitions, as with Kafka's ``KafkaConsumer.assign``.
 
     async with Consumer("localhost:9092", config={"auto.offset.reset": "earliest"}) as consumer:
         consumer.assign([TopicPartition("orders", 0)])
@@ -18,7 +18,8 @@ import os
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
 
-from actors.consumer import (
+from actors.clients.consumer.config import ConsumerConfig, ConsumerConfigError
+from actors.clients.consumer.consumer import (
     Assign,
     ConsumerActor,
     Pause,
@@ -30,10 +31,9 @@ from actors.consumer import (
     SeekToBeginning,
     SeekToEnd,
 )
-from actors.consumer_config import ConsumerConfig, ConsumerConfigError
-from actors.consumer_state import ConsumerRecord
-from actors.errors import ErrorCode, KafkaError
-from actors.protocol import (
+from actors.clients.consumer.state import ConsumerRecord
+from actors.common.errors import ErrorCode, KafkaError
+from actors.common.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     ListOffsetsPartition,
@@ -42,7 +42,7 @@ from actors.protocol import (
     MetadataRequest,
     MetadataResponse,
 )
-from actors.types import TopicPartition, broker_node
+from actors.common.types import TopicPartition, broker_node
 from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
 from ops.config import ConfigError
 from runtime.ref import ActorRef

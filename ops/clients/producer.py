@@ -5,7 +5,7 @@
         future = producer.send_nowait("orders", b"more")                      # pipelined
         await producer.flush()
 
-Configuration uses Kafka's producer keys (``actors/producer_config.py``): from a properties file
+Configuration uses Kafka's producer keys (``actors/clients/producer/config.py``): from a properties file
 (``properties_file=``), a ``config={...}`` dict, and keyword arguments with underscores for dots
 (``linger_ms=5``), later ones winning. ``enable.idempotence`` is on by default, so ``acks`` is
 ``all``. The shared secret comes from ``secret=``, else ``internal.auth.secret``, else
@@ -14,15 +14,15 @@ Configuration uses Kafka's producer keys (``actors/producer_config.py``): from a
 
 Theory of operation
 -------------------
-A ``ProducerActor`` (``actors/producer.py``) does the work on the client's own actor system. This
-class is its edge:
+A ``ProducerActor`` (``actors/clients/producer/producer.py``) does the work on the client's own
+actor system. This class is its edge:
 
 * ``send_nowait`` creates the record's future and appends the record to a chunk; the chunk goes to
   the actor as one message at the end of the current event-loop turn (``call_soon``), or as soon as
   it holds 512 records, so a loop of sends costs a list append per record, not an actor message
   (``enqueue``/``send`` then give the loop one turn so the actor runs meanwhile);
 * a small results actor receives ``ProducerResults`` (one message per batch group) and resolves the
-  futures with ``RecordMetadata`` or the typed error (``actors/producer_errors.py``);
+  futures with ``RecordMetadata`` or the typed error (``actors/clients/producer/errors.py``);
 * backpressure: ``buffer.memory`` is enforced by the actor's buffer pool — a record that cannot get
   memory waits there, in order, and fails with ``BufferExhaustedError`` after ``max.block.ms``.
   ``send`` and ``enqueue`` also wait *here* (up to ``max.block.ms``) while the records handed over
@@ -48,10 +48,10 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Protocol
 
-from actors.producer import ProducerActor, ProducerStatistics
-from actors.producer_config import ProducerConfig, ProducerConfigError
-from actors.producer_errors import BufferExhaustedError, ProducerClosedError, ProducerError
-from actors.producer_protocol import (
+from actors.clients.producer.config import ProducerConfig, ProducerConfigError
+from actors.clients.producer.errors import BufferExhaustedError, ProducerClosedError, ProducerError
+from actors.clients.producer.producer import ProducerActor, ProducerStatistics
+from actors.clients.producer.protocol import (
     AbortProducer,
     BeginFlush,
     CloseProducer,

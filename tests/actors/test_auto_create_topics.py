@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from actors import zk_data
-from actors.errors import ErrorCode
-from actors.protocol import MetadataRequest, MetadataResponse
+from actors.common.errors import ErrorCode
+from actors.common.protocol import MetadataRequest, MetadataResponse
+from actors.server import zk_data
 from tests.support.cluster import InProcessCluster
 
 pytestmark = pytest.mark.asyncio

@@ -12,14 +12,14 @@ import asyncio
 
 import pytest
 
-from actors.errors import ErrorCode
-from actors.partition_state import Role
-from actors.protocol import (
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
     LeaderAndIsrPartitionState,
     OffsetForLeaderEpochResult,
     OffsetsForLeaderEpochResponse,
 )
-from actors.types import TopicPartition, fetcher_name
+from actors.common.types import TopicPartition, fetcher_name
+from actors.server.replica.partition_state import Role
 from tests.support.cluster import InProcessCluster, batch
 
 pytestmark = pytest.mark.asyncio

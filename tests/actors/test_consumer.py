@@ -8,10 +8,19 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from actors.consumer import Assign, ConsumerActor, Poll, PollResult, Position, PositionResult, Seek, SeekToEnd
-from actors.consumer_config import ConsumerConfig
-from actors.errors import ErrorCode
-from actors.types import TopicPartition
+from actors.clients.consumer.config import ConsumerConfig
+from actors.clients.consumer.consumer import (
+    Assign,
+    ConsumerActor,
+    Poll,
+    PollResult,
+    Position,
+    PositionResult,
+    Seek,
+    SeekToEnd,
+)
+from actors.common.errors import ErrorCode
+from actors.common.types import TopicPartition
 from runtime.ref import ActorRef
 from tests.support.cluster import InProcessCluster, batch
 

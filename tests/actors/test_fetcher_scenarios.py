@@ -9,22 +9,22 @@ from __future__ import annotations
 
 import pytest
 
-from actors.errors import ErrorCode
-from actors.partition_messages import (
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
+    FetchRequest,
+    ListOffsetsRequest,
+    OffsetForLeaderEpochResult,
+    OffsetsForLeaderEpochRequest,
+)
+from actors.common.types import TopicPartition
+from actors.server.fetcher.replica_fetcher import FetchPhase
+from actors.server.replica.messages import (
     AppendAsFollower,
     GetFollowerLogState,
     TruncateOnLeaderEpoch,
     TruncateTo,
     TruncationResult,
 )
-from actors.protocol import (
-    FetchRequest,
-    ListOffsetsRequest,
-    OffsetForLeaderEpochResult,
-    OffsetsForLeaderEpochRequest,
-)
-from actors.replica_fetcher import FetchPhase
-from actors.types import TopicPartition
 from runtime.storage.log import Log
 from tests.support.fetcher_driver import FetcherDriver, batch, epochs, log_bytes, write
 

@@ -16,13 +16,13 @@ import json
 
 import pytest
 
-from actors.errors import ErrorCode
-from actors.isr_propagation import (
+from actors.common.errors import ErrorCode
+from actors.common.types import TopicPartition
+from actors.server.isr_propagation import (
     ISR_CHANGE_PROPAGATION_BLACK_OUT_MS,
     ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
     ISR_CHANGE_PROPAGATION_INTERVAL_MS,
 )
-from actors.types import TopicPartition
 from tests.support.cluster import InProcessCluster, batch
 
 pytestmark = pytest.mark.asyncio

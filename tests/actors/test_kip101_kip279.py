@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from actors.errors import ErrorCode
-from actors.protocol import FetchResponse
-from actors.types import TopicPartition
+from actors.common.errors import ErrorCode
+from actors.common.protocol import FetchResponse
+from actors.common.types import TopicPartition
 from runtime.storage.log import Log
 from tests.support.cluster import InProcessCluster, batch, values_of
 from tests.support.fetcher_driver import epochs, log_bytes

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from actors.errors import ErrorCode
-from actors.partition_messages import AppendRecords, PartitionAppendResult, ReadRecords
-from actors.partition_state import LeaderAndIsr, Role
+from actors.common.errors import ErrorCode
+from actors.server.replica.messages import AppendRecords, PartitionAppendResult, ReadRecords
+from actors.server.replica.partition_state import LeaderAndIsr, Role
 from runtime.effects import Effect, Pipe
 from tests.support.partition_driver import PartitionDriver, error_of, records, replies_to
 

@@ -14,13 +14,9 @@ from typing import Any
 
 import pytest
 
-from actors.client_protocol import ADMIN_ACTOR_NAME, InitProducerIdRequest, InitProducerIdResponse
-from actors.errors import ErrorCode
-from actors.partitioner import keyed_partition
-from actors.producer import ProducerActor
-from actors.producer_batch import estimate_size_upper_bound
-from actors.producer_config import ProducerConfig
-from actors.producer_errors import (
+from actors.clients.producer.batch import estimate_size_upper_bound
+from actors.clients.producer.config import ProducerConfig
+from actors.clients.producer.errors import (
     BufferExhaustedError,
     InvalidRecordError,
     NetworkError,
@@ -30,7 +26,9 @@ from actors.producer_errors import (
     ProducerTimeoutError,
     RecordTooLargeError,
 )
-from actors.producer_protocol import (
+from actors.clients.producer.partitioner import keyed_partition
+from actors.clients.producer.producer import ProducerActor
+from actors.clients.producer.protocol import (
     AbortProducer,
     BeginFlush,
     CloseProducer,
@@ -43,7 +41,9 @@ from actors.producer_protocol import (
     RecordMetadata,
     SendRecords,
 )
-from actors.protocol import (
+from actors.common.client_protocol import ADMIN_ACTOR_NAME, InitProducerIdRequest, InitProducerIdResponse
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
     BrokerEndpoint,
     MetadataRequest,
     MetadataResponse,
@@ -53,7 +53,7 @@ from actors.protocol import (
     ProduceResponse,
     TopicMetadata,
 )
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
 from runtime.clock import ManualClock
 from runtime.effects import Ask, Effect, Reply, Tell
 from runtime.messages import PeerUnavailable

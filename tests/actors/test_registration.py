@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from actors.registration import (
+from actors.server.registration import (
     BrokerRegistered,
     BrokerRegistrationActor,
     BrokerRegistrationFailed,
@@ -24,7 +24,7 @@ from actors.registration import (
     SessionLost,
     SessionSuspended,
 )
-from actors.zk_data import (
+from actors.server.zk_data import (
     BROKER_IDS_PATH,
     broker_id_path,
     decode_broker_registration,

@@ -12,9 +12,9 @@ from typing import TypeVar
 
 import pytest
 
-from actors.errors import ErrorCode
-from actors.partition_state import Role
-from actors.types import TopicPartition
+from actors.common.errors import ErrorCode
+from actors.common.types import TopicPartition
+from actors.server.replica.partition_state import Role
 from tests.support.cluster import InProcessCluster, batch, values_of
 
 pytestmark = pytest.mark.asyncio

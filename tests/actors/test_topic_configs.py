@@ -8,9 +8,9 @@ from collections.abc import AsyncIterator
 import pytest
 import pytest_asyncio
 
-from actors import zk_data
-from actors.errors import ErrorCode
-from actors.types import TopicPartition
+from actors.common.errors import ErrorCode
+from actors.common.types import TopicPartition
+from actors.server import zk_data
 from tests.support.cluster import InProcessCluster, batch
 
 pytestmark = pytest.mark.asyncio

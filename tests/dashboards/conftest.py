@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.prometheus import PrometheusNotInstalledError, find_prometheus, find_promtool
+from ops.local.prometheus import PrometheusNotInstalledError, find_prometheus, find_promtool
 
 
 def _installed(find: Callable[[], Path]) -> Path:

@@ -1,7 +1,7 @@
 """Every dashboard panel and template variable returns data from a real Prometheus scraping a real
 cluster through faults.
 
-Three broker processes on a real ZooKeeper; a real Prometheus (``ops/prometheus.py``) scrapes them
+Three broker processes on a real ZooKeeper; a real Prometheus (``ops/local/prometheus.py``) scrapes them
 every second with the alert rules loaded. The scenario: topic ``orders`` (replication factor 3,
 min ISR 2) led by a broker that is not the controller, and ``lonely`` (one replica, on the same
 broker, created with ``min.insync.replicas=1``); acks=all produces; the follower that is neither
@@ -28,9 +28,9 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from actors import zk_data
-from actors.types import TopicPartition
-from ops.prometheus import InstantSample, LocalPrometheus, ScrapeTarget
+from actors.common.types import TopicPartition
+from actors.server import zk_data
+from ops.local.prometheus import InstantSample, LocalPrometheus, ScrapeTarget
 from tests.dashboards.grafana import BuiltIns, format_value, load_dashboards, substitute, variable_query
 from tests.dashboards.promql import split_label_values
 from tests.dashboards.promtool import ALERT_RULES, lint_exposition

@@ -1,4 +1,4 @@
-"""ops/prometheus.py against the installed Prometheus: it starts on a free loopback port, scrapes
+"""ops/local/prometheus.py against the installed Prometheus: it starts on a free loopback port, scrapes
 what ``set_targets`` names (added and removed while it runs) with the ``cluster`` and ``broker``
 labels, answers queries, reports a server that cannot start with its log, and stops cleanly.
 
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.prometheus import (
+from ops.local.prometheus import (
     InstantSample,
     LocalPrometheus,
     PrometheusNotInstalledError,

@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 import yaml
 
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
 from tests.dashboards.promtool import ALERT_RULES, ALERT_TESTS, lint_exposition, run_promtool
 from tests.support.process_cluster import ProcessCluster
 

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from actors import zk_data
-from actors.client_protocol import ADMIN_ACTOR_NAME, InitProducerIdRequest, InitProducerIdResponse
-from actors.errors import ErrorCode, KafkaError
-from actors.types import TopicPartition
+from actors.common.client_protocol import ADMIN_ACTOR_NAME, InitProducerIdRequest, InitProducerIdResponse
+from actors.common.errors import ErrorCode, KafkaError
+from actors.common.types import TopicPartition
+from actors.server import zk_data
 from ops.clients.admin import Admin
 from runtime.ref import ActorRef
 from tests.support.process_cluster import SECRET, ProcessCluster, free_port

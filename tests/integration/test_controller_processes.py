@@ -13,15 +13,15 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from actors import zk_data
-from actors.errors import ErrorCode
-from actors.protocol import (
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
+from actors.server import zk_data
 from runtime.ref import ActorRef
 from tests.support.process_cluster import ProcessCluster, ProduceLoop
 from tests.support.producer_faults import read_partition

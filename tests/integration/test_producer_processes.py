@@ -16,18 +16,18 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from actors import zk_data
-from actors.errors import ErrorCode
-from actors.partitioner import keyed_partition
-from actors.producer_errors import (
+from actors.clients.producer.errors import (
     ProducerClosedError,
     ProducerError,
     ProducerTimeoutError,
     RecordTooLargeError,
 )
-from actors.producer_protocol import RecordMetadata
-from actors.protocol import FetchPartition, FetchRequest, FetchResponse
-from actors.types import TopicPartition
+from actors.clients.producer.partitioner import keyed_partition
+from actors.clients.producer.protocol import RecordMetadata
+from actors.common.errors import ErrorCode
+from actors.common.protocol import FetchPartition, FetchRequest, FetchResponse
+from actors.common.types import TopicPartition
+from actors.server import zk_data
 from ops.clients.connection import ClientNode
 from ops.clients.producer import Producer
 from runtime.storage.records import Record, iterate_batches

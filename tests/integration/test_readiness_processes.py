@@ -13,7 +13,7 @@ import aiohttp
 import pytest
 import pytest_asyncio
 
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
 from runtime.clock import LoopClock, wait_ms
 from tests.support.process_cluster import ProcessCluster, ProduceLoop
 

@@ -17,13 +17,13 @@ import pytest
 import pytest_asyncio
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors.errors import ErrorCode
-from actors.protocol import (
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
     ProducePartitionData,
     ProduceRequest,
     ProduceResponse,
 )
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
 from runtime.storage.record_builder import SimpleRecord, build_batch
 from tests.support.process_cluster import ProcessCluster
 from tests.support.producer_faults import read_partition

@@ -22,15 +22,15 @@ from typing import Any
 import pytest
 import pytest_asyncio
 
-from actors.registration import (
+from actors.server.registration import (
     BrokerRegistered,
     BrokerRegistrationActor,
     RegistrationStatistics,
     SessionLost,
     SessionSuspended,
 )
-from actors.zk_data import broker_id_path, decode_broker_registration, http_broker_registration
-from ops.zookeeper import (
+from actors.server.zk_data import broker_id_path, decode_broker_registration, http_broker_registration
+from ops.local.zookeeper import (
     LocalZooKeeper,
     ZooKeeperNotInstalledError,
     ZooKeeperStartError,

@@ -22,9 +22,9 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from actors.config import BrokerConfig
+from actors.server.config import BrokerConfig
 from ops.broker_main import health_routes
-from ops.cli import COMMANDS
+from ops.cli.main import COMMANDS
 from ops.clients.connection import SECRET_ENV
 from ops.config import BrokerSettings, ConfigError, load_broker_settings
 from runtime.metrics import NodeMetrics

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from packaging.specifiers import SpecifierSet
 
-from ops.cli import COMMANDS
+from ops.cli.main import COMMANDS
 from ops.config import parse_properties
 from tests.k8s import dockerfile, manifests
 
@@ -148,7 +148,7 @@ def test_dockerignore_keeps_local_state_out() -> None:
         "ops/__pycache__/cli.cpython-311.pyc",
     ):
         assert dockerfile.excluded(local, patterns), local
-    assert not dockerfile.excluded("ops/cli.py", patterns)
+    assert not dockerfile.excluded("ops/cli/main.py", patterns)
 
 
 def test_exposed_port_is_the_listener_port(parsed: dockerfile.Dockerfile) -> None:

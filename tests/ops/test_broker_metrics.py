@@ -8,7 +8,7 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
 from ops.broker_metrics import broker_metric_families, collect_node
 from ops.metric_catalog import CATALOG, metric_names
 from runtime.metrics import NodeMetrics

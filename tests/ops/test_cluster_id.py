@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from actors import zk_data
+from actors.server import zk_data
 from ops.wiring import get_or_create_cluster_id
 from runtime.coordination import MemoryCoordinator, MemoryZooKeeper
 from runtime.errors import RuntimeFailure

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ops.dump_log import main
+from ops.cli.dump_log import main
 from runtime.storage.compression import CompressionType
 from runtime.storage.config import LogConfig
 from runtime.storage.log import Log
@@ -169,7 +169,7 @@ def test_a_torn_index_entry_is_reported(log_dir: Path, capsys: pytest.CaptureFix
 
 def test_runs_as_a_module(log_dir: Path) -> None:
     completed = subprocess.run(
-        [sys.executable, "-m", "ops.dump_log", "--files", str(log_dir / f"{SEGMENT}.log")],
+        [sys.executable, "-m", "ops.cli.dump_log", "--files", str(log_dir / f"{SEGMENT}.log")],
         capture_output=True,
         text=True,
         check=False,

@@ -26,12 +26,12 @@ from openapi_spec_validator import validate as validate_openapi
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 
-from actors.errors import ErrorCode
-from actors.partitioner import keyed_partition
-from actors.protocol import LeaderAndIsrPartitionState
-from actors.types import TopicPartition
-from ops.json_api import JsonApi, json_api_routes
-from ops.json_api_schema import openapi_document
+from actors.clients.producer.partitioner import keyed_partition
+from actors.common.errors import ErrorCode
+from actors.common.protocol import LeaderAndIsrPartitionState
+from actors.common.types import TopicPartition
+from ops.json_api.routes import JsonApi, json_api_routes
+from ops.json_api.schema import openapi_document
 from ops.wiring import BrokerNode
 from runtime.transport.http import HttpServer
 from tests.support.cluster import InProcessCluster

@@ -10,16 +10,16 @@ import orjson
 import pytest
 from multidict import MultiDict
 
-from actors.errors import ErrorCode
-from actors.partitioner import keyed_partition
-from actors.protocol import (
+from actors.clients.producer.partitioner import keyed_partition
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
     BrokerEndpoint,
     MetadataResponse,
     PartitionMetadata,
     ProducePartitionResponse,
     TopicMetadata,
 )
-from ops.json_api_model import (
+from ops.json_api.model import (
     DEFAULT_READ_MAX_BYTES,
     DEFAULT_READ_MAX_RECORDS,
     ApiError,

@@ -20,9 +20,9 @@ import orjson
 import pytest
 import pytest_asyncio
 
-from actors.partitioner import keyed_partition
-from actors.types import TopicPartition
-from ops.json_api_schema import openapi_document
+from actors.clients.producer.partitioner import keyed_partition
+from actors.common.types import TopicPartition
+from ops.json_api.schema import openapi_document
 from tests.ops.test_json_api import DOCUMENTED, documented_operations
 from tests.support.process_cluster import SECRET, ProcessCluster
 

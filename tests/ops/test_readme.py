@@ -6,9 +6,9 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from actors.consumer_config import ConsumerConfig
-from actors.producer_config import KNOWN_KEYS as PRODUCER_KEYS
-from ops.cli import COMMANDS
+from actors.clients.consumer.config import ConsumerConfig
+from actors.clients.producer.config import KNOWN_KEYS as PRODUCER_KEYS
+from ops.cli.main import COMMANDS
 from ops.config import KNOWN_KEYS as BROKER_KEYS
 from runtime.storage.config import TOPIC_CONFIG_KEYS
 

@@ -11,7 +11,7 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
 from ops.rollup import job
 from ops.rollup import metrics as M
 from ops.snapshots import ExportOptions, RoundResult, read_snapshots, run_export

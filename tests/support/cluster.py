@@ -22,10 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from actors import zk_data
-from actors.broker import BrokerActor
-from actors.config import BrokerConfig
-from actors.protocol import (
+from actors.common.protocol import (
     BrokerEndpoint,
     FetchPartition,
     FetchRequest,
@@ -43,7 +40,10 @@ from actors.protocol import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from actors.types import TopicPartition, broker_node
+from actors.common.types import TopicPartition, broker_node
+from actors.server import zk_data
+from actors.server.broker import BrokerActor
+from actors.server.config import BrokerConfig
 from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
 from runtime.activity import Activity
 from runtime.clock import ManualClock

@@ -23,10 +23,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from actors.config import BrokerConfig
-from actors.errors import ErrorCode
-from actors.partition_messages import BecomeFollower
-from actors.protocol import (
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     NO_PARTITION_LEADER_EPOCH,
@@ -40,8 +38,15 @@ from actors.protocol import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-from actors.replica_fetcher import AddPartitions, FetchPhase, RemovePartitions, ReplicaFetcherActor
-from actors.types import TopicPartition, fetcher_name
+from actors.common.types import TopicPartition, fetcher_name
+from actors.server.config import BrokerConfig
+from actors.server.fetcher.replica_fetcher import (
+    AddPartitions,
+    FetchPhase,
+    RemovePartitions,
+    ReplicaFetcherActor,
+)
+from actors.server.replica.messages import BecomeFollower
 from runtime.clock import ManualClock
 from runtime.effects import Ask, Effect
 from runtime.storage.config import LogConfig

@@ -15,11 +15,12 @@ from __future__ import annotations
 import random
 from typing import Any
 
-from actors import zk_data
-from actors.config import BrokerConfig, TopicPolicy
-from actors.errors import ErrorCode
-from actors.partition import PartitionActor
-from actors.partition_messages import (
+from actors.common.errors import ErrorCode
+from actors.common.protocol import LeaderAndIsrPartitionState, OffsetForLeaderEpochResult
+from actors.common.types import TopicPartition, partition_name
+from actors.server import zk_data
+from actors.server.config import BrokerConfig, TopicPolicy
+from actors.server.replica.messages import (
     AppendAsFollower,
     AppendRecords,
     BecomeFollower,
@@ -31,8 +32,7 @@ from actors.partition_messages import (
     PartitionReadResult,
     ReadRecords,
 )
-from actors.protocol import LeaderAndIsrPartitionState, OffsetForLeaderEpochResult
-from actors.types import TopicPartition, partition_name
+from actors.server.replica.partition import PartitionActor
 from runtime.clock import ManualClock
 from runtime.coordination import MemoryCoordinator, MemoryZooKeeper, NodeExistsError
 from runtime.effects import Effect, Pipe, Reply

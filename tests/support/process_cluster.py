@@ -18,16 +18,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from actors import zk_data
-from actors.client_protocol import (
+from actors.common.client_protocol import (
     ADMIN_ACTOR_NAME,
     CreatableTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
     TopicConfigEntry,
 )
-from actors.errors import ErrorCode
-from actors.protocol import (
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
     BrokerEndpoint,
     MetadataRequest,
     MetadataResponse,
@@ -35,10 +34,11 @@ from actors.protocol import (
     ProduceRequest,
     ProduceResponse,
 )
-from actors.types import TopicPartition, broker_node
-from ops.local_cluster import launch_broker
+from actors.common.types import TopicPartition, broker_node
+from actors.server import zk_data
+from ops.local.cluster import launch_broker
+from ops.local.zk_waits import read_partition_state, wait_for_partition_state, wait_for_znode
 from ops.wiring import wire_codec
-from ops.zk_waits import read_partition_state, wait_for_partition_state, wait_for_znode
 from runtime.coordination.zk import ZkCoordinator
 from runtime.ref import ActorRef
 from runtime.storage.record_builder import SimpleRecord, build_batch

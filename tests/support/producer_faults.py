@@ -16,8 +16,8 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from actors.errors import ErrorCode
-from actors.protocol import (
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
     FetchPartition,
     FetchRequest,
     FetchResponse,
@@ -25,7 +25,7 @@ from actors.protocol import (
     ProduceRequest,
     ProduceResponse,
 )
-from actors.types import TopicPartition
+from actors.common.types import TopicPartition
 from runtime.clock import ManualClock
 from runtime.codec import WireEnvelope
 from runtime.errors import PeerUnavailableError, StorageError

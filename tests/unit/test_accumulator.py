@@ -12,15 +12,15 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from actors.accumulator import (
+from actors.clients.producer.accumulator import (
     ABORTED_FOR_NEW_BATCH,
     APPENDED,
     BLOCKED,
     NEW_BATCH,
     RecordAccumulator,
 )
-from actors.producer_batch import NO_DEADLINE, ProducerBatch, estimate_size_upper_bound
-from actors.types import TopicPartition
+from actors.clients.producer.batch import NO_DEADLINE, ProducerBatch, estimate_size_upper_bound
+from actors.common.types import TopicPartition
 from runtime.clock import ManualClock
 from runtime.storage.compression import CompressionType
 from runtime.storage.record_builder import SimpleRecord, build_batch

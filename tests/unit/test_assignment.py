@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from actors.assignment import AssignmentError, assign_replicas_to_brokers
+from actors.server.admin.assignment import AssignmentError, assign_replicas_to_brokers
 
 
 def test_the_example_of_the_specification() -> None:

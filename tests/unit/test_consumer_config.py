@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from actors.consumer_config import ConsumerConfig, OffsetResetStrategy
+from actors.clients.consumer.config import ConsumerConfig, OffsetResetStrategy
 
 
 def test_configuration_is_checked_and_explained() -> None:

@@ -6,7 +6,8 @@ import itertools
 
 import pytest
 
-from actors.controller_state import (
+from actors.common.types import TopicPartition
+from actors.controller.state import (
     PARTITION_VALID_PREVIOUS_STATES,
     REPLICA_VALID_PREVIOUS_STATES,
     ControllerContext,
@@ -14,7 +15,6 @@ from actors.controller_state import (
     PartitionMachineState,
     ReplicaMachineState,
 )
-from actors.types import TopicPartition
 
 TP = TopicPartition("t", 0)
 

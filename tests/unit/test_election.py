@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from actors.election import (
+from actors.controller.election import (
     ElectionResult,
     controlled_shutdown_leader,
     new_partition_leader,

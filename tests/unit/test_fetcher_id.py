@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.fetcher_id import fetcher_id, java_string_hash_code, kafka_abs, to_int32
+from actors.server.fetcher.fetcher_id import fetcher_id, java_string_hash_code, kafka_abs, to_int32
 
 
 @pytest.mark.parametrize(

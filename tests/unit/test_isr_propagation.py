@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from actors.isr_propagation import (
+from actors.common.types import TopicPartition
+from actors.server.isr_propagation import (
     ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
     IsrChangePropagation,
     PropagationOutcome,
 )
-from actors.types import TopicPartition
 
 TP = TopicPartition("t", 0)
 OTHER = TopicPartition("t", 1)

@@ -9,7 +9,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from actors.partition_state import (
+from actors.common.types import TopicPartition
+from actors.server.replica.partition_state import (
     CommittedIsr,
     PartitionState,
     PendingExpandIsr,
@@ -17,7 +18,6 @@ from actors.partition_state import (
     ReplicaProgress,
     Role,
 )
-from actors.types import TopicPartition
 
 TP = TopicPartition("t", 0)
 L, F, F2 = 0, 1, 2

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from actors.partitioner import StickyPartitionCache, keyed_partition, murmur2, to_positive
+from actors.clients.producer.partitioner import StickyPartitionCache, keyed_partition, murmur2, to_positive
 
 
 @pytest.mark.parametrize(

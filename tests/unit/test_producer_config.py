@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.producer_config import INT32_MAX, ProducerConfig, ProducerConfigError
+from actors.clients.producer.config import INT32_MAX, ProducerConfig, ProducerConfigError
 from runtime.storage.compression import CompressionType
 
 BOOTSTRAP = {"bootstrap.servers": "localhost:9092"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from actors.truncation import TruncationDecision, decide_truncation
+from actors.server.fetcher.truncation import TruncationDecision, decide_truncation
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from actors.zk_data import (
+from actors.server.zk_data import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,

@@ -1,0 +1,206 @@
+"""The consumer's pure state: assignment, positions, pending offset resets, buffered records.
+
+Kafka's ``SubscriptionState`` plus the completed-fetch buffer of its ``Fetcher``, without I/O:
+
+* each assigned partition has a *position* (the offset of the next record ``poll`` returns) or a
+  pending reset (earliest / latest) that a ListOffsets answer resolves;
+* a partition is *fetchable* when it has a position, is not paused and has nothing buffered
+  (Kafka fetches a partition again only once its previous records were handed out), so memory
+  stays bounded by one fetch per partition;
+* a fetch answer is applied only if the partition is still assigned at the offset it was fetched
+  from (a seek meanwhile makes it stale); records before the fetch offset (a batch starting
+  earlier) are skipped; the position moves as records are handed out by ``take``, never before;
+* OFFSET_OUT_OF_RANGE resets the position with ``auto.offset.reset`` (``none``: the error is kept
+  for the next poll to raise).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from actors.clients.consumer.config import OffsetResetStrategy
+from actors.common.errors import ErrorCode, KafkaError
+from actors.common.protocol import FetchPartitionResponse
+from actors.common.types import TopicPartition
+from runtime.storage.errors import StorageError
+from runtime.storage.records import TimestampType, iterate_batches
+
+__all__ = ["ConsumerRecord", "PartitionPosition", "SubscriptionState"]
+
+
+@dataclass(frozen=True, slots=True)
+class ConsumerRecord:
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    timestamp_type: TimestampType
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    leader_epoch: int = -1
+
+
+@dataclass(slots=True)
+class PartitionPosition:
+    position: int | None = None
+    reset: OffsetResetStrategy | None = None
+    paused: bool = False
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    buffered: deque[ConsumerRecord] = field(default_factory=deque)
+    error: KafkaError | None = None
+
+
+class SubscriptionState:
+    def __init__(self, default_reset: OffsetResetStrategy) -> None:
+        self.default_reset = default_reset
+        self.partitions: dict[TopicPartition, PartitionPosition] = {}
+
+    # ---------------------------------------------------------------------------- assignment
+
+    def assign(self, tps: Iterable[TopicPartition]) -> None:
+        """Replace the assignment; partitions kept keep their position (Kafka's assign)."""
+        wanted = list(dict.fromkeys(tps))
+        self.partitions = {
+            tp: self.partitions.get(tp) or PartitionPosition(reset=self.default_reset) for tp in wanted
+        }
+
+    def assignment(self) -> list[TopicPartition]:
+        return list(self.partitions)
+
+    def _state(self, tp: TopicPartition) -> PartitionPosition:
+        state = self.partitions.get(tp)
+        if state is None:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"{tp} is not assigned to this consumer")
+        return state
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        if offset < 0:
+            raise KafkaError(ErrorCode.INVALID_REQUEST, f"seek offset must not be negative, got {offset}")
+        state = self._state(tp)
+        state.position, state.reset, state.error = offset, None, None
+        state.buffered.clear()
+
+    def request_reset(self, tp: TopicPartition, strategy: OffsetResetStrategy) -> None:
+        state = self._state(tp)
+        state.position, state.reset, state.error = None, strategy, None
+        state.buffered.clear()
+
+    def pause(self, tps: Iterable[TopicPartition], paused: bool) -> None:
+        for tp in tps:
+            self._state(tp).paused = paused
+
+    # --------------------------------------------------------------------------------- queries
+
+    def position(self, tp: TopicPartition) -> int | None:
+        return self._state(tp).position
+
+    def needs_reset(self) -> dict[TopicPartition, OffsetResetStrategy]:
+        return {
+            tp: s.reset
+            for tp, s in self.partitions.items()
+            if s.reset is not None and s.reset is not OffsetResetStrategy.NONE
+        }
+
+    def fetchable(self) -> list[TopicPartition]:
+        return [
+            tp
+            for tp, s in self.partitions.items()
+            if s.position is not None and not s.paused and not s.buffered and s.error is None
+        ]
+
+    def has_buffered(self) -> bool:
+        return any(s.buffered or s.error is not None for s in self.partitions.values())
+
+    # ------------------------------------------------------------------------------- updates
+
+    def reset_to(self, tp: TopicPartition, strategy: OffsetResetStrategy, offset: int) -> None:
+        """A ListOffsets answer for a reset: applied only if that reset is still pending."""
+        state = self.partitions.get(tp)
+        if state is not None and state.reset is strategy:
+            state.position, state.reset = offset, None
+
+    def apply_fetch(
+        self, tp: TopicPartition, fetch_offset: int, data: FetchPartitionResponse, *, check_crcs: bool
+    ) -> bool:
+        """Apply a partition's fetch answer; True when it says the metadata is stale."""
+        state = self.partitions.get(tp)
+        if state is None or state.position != fetch_offset or state.buffered:
+            return False  # unassigned, sought elsewhere meanwhile, or already buffered
+        error = data.error_code
+        if error is ErrorCode.NONE:
+            state.high_watermark = data.high_watermark
+            state.log_start_offset = data.log_start_offset
+            try:
+                state.buffered.extend(_decode(tp, data.records, fetch_offset, check_crcs=check_crcs))
+            except StorageError as corrupt:
+                state.error = KafkaError(
+                    ErrorCode.CORRUPT_MESSAGE, f"{tp} at offset {fetch_offset}: {corrupt}"
+                )
+            return False
+        if error is ErrorCode.OFFSET_OUT_OF_RANGE:
+            if self.default_reset is OffsetResetStrategy.NONE:
+                state.error = KafkaError(
+                    error,
+                    "Offsets out of range with no configured reset policy for partitions: "
+                    f"{{{tp}={fetch_offset}}}",
+                )
+                return False
+            self.request_reset(tp, self.default_reset)
+            return False
+        if error.invalid_metadata or error in (
+            ErrorCode.REPLICA_NOT_AVAILABLE,
+            ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ):
+            return True
+        if error.retriable:
+            return False
+        state.error = KafkaError(error, data.error_message or f"fetch of {tp} failed")
+        return False
+
+    def take(self, max_records: int) -> tuple[list[ConsumerRecord], KafkaError | None]:
+        """Hand out up to ``max_records`` buffered records, moving positions past them; a stored
+        error is raised once, after the records before it."""
+        taken: list[ConsumerRecord] = []
+        for state in self.partitions.values():
+            while state.buffered and len(taken) < max_records:
+                record = state.buffered.popleft()
+                taken.append(record)
+                state.position = record.offset + 1
+            if state.error is not None and not state.buffered and not taken:
+                error, state.error = state.error, None
+                return taken, error
+            if len(taken) >= max_records:
+                break
+        return taken, None
+
+
+def _decode(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_crcs: bool) -> list[ConsumerRecord]:
+    records: list[ConsumerRecord] = []
+    for batch in iterate_batches(data):
+        header = batch.header
+        if header.last_offset < fetch_offset or header.is_control_batch:
+            continue
+        if check_crcs:
+            batch.ensure_valid()
+        log_append = header.timestamp_type is TimestampType.LOG_APPEND_TIME
+        for record in batch.records():
+            if record.offset < fetch_offset:
+                continue
+            records.append(
+                ConsumerRecord(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    offset=record.offset,
+                    timestamp=header.max_timestamp if log_append else record.timestamp,
+                    timestamp_type=header.timestamp_type,
+                    key=record.key,
+                    value=record.value,
+                    headers=tuple((h.key, h.value) for h in record.headers),
+                    leader_epoch=header.partition_leader_epoch,
+                )
+            )
+    return records

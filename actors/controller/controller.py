@@ -1,0 +1,570 @@
+"""ControllerActor: runs on every broker; one of them is the active controller at a time.
+
+Theory of operation
+-------------------
+*Events.* Everything the controller reacts to — its own election, a watch firing, a controlled
+shutdown request, the auto-rebalance tick — becomes an event in one FIFO queue, processed one at a
+time (Kafka's ``ControllerEventManager``). Processing an event means driving its script
+(``controller_logic.py``): each ZooKeeper request the script yields is executed outside the actor
+(``pipe_to_self`` into ``runtime.coordination.requests.execute``) and its result (or exception) is
+fed back in. When the script ends, the broker requests it batched are sent. Queue size, time in
+queue and processing time per event kind are measured.
+
+*Activation.* ``Elect`` runs at start, when ``/controller`` changes, and when a new ZooKeeper
+session is established. The winner bumps ``/controller_epoch`` and runs failover. A controller
+*resigns* at once — without waiting in the queue — when its session is lost, and after any script
+fails its fencing check (another controller has a higher epoch): its state is dropped, its pending
+broker requests are discarded, and watches registered under the old activation are ignored (each
+activation has a generation number).
+
+*Broker channels.* Requests to a broker go through one channel per broker, one request in flight at
+a time, in order; a failed send is retried every 100 ms until it succeeds or the broker is gone
+(Kafka's ``ControllerChannelManager``). Each request carries the controller epoch and the target's
+broker epoch.
+
+*Failures inside scripts.* A lost connection (ConnectionLossError) re-queues the event at the head
+and retries after a back-off while the session lives; a fencing failure resigns; an unexpected
+error resigns too, and the controller re-elects — it never continues with a half-applied event.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+from collections import deque
+from collections.abc import Generator
+from dataclasses import dataclass
+from typing import Any, TypeAlias, assert_never
+
+from actors.common.errors import ErrorCode
+from actors.common.protocol import ControlledShutdownRequest, ControlledShutdownResponse, LeaderAndIsrResponse
+from actors.common.types import BrokerId, broker_node
+from actors.controller.logic import ControllerLogic, Script, Watched, WatchKind
+from actors.controller.requests import BrokerRequest
+from actors.server import zk_data
+from actors.server.config import BrokerConfig
+from runtime.actor import Actor
+from runtime.context import Context
+from runtime.coordination.base import Coordinator, WatchEvent
+from runtime.coordination.errors import ConnectionLossError, SessionExpiredError
+from runtime.coordination.requests import FencedError, ZkExists, ZkGet, ZkRequest, execute
+from runtime.coordination.session import SessionEvent, SessionState, Subscription
+from runtime.histogram import Histogram, HistogramSnapshot
+from runtime.messages import AskFailure, Requester
+from runtime.ref import ActorRef
+from runtime.transport.addresses import AddressBook
+
+__all__ = ["CONTROLLER_ACTOR_NAME", "ControllerActor", "ControllerMessage", "ControllerStatistics"]
+
+CONTROLLER_ACTOR_NAME = "controller"
+_CHANNEL_RETRY_MS = 100
+_CONNECTION_RETRY_MS = 1_000
+_AUTO_REBALANCE_FIRST_DELAY_MS = 5_000
+
+
+# ------------------------------------------------------------------------------------- events
+
+
+class EventKind(enum.Enum):
+    ELECT = "Elect"
+    BROKER_CHANGE = "BrokerChange"
+    TOPIC_CHANGE = "TopicChange"
+    TOPIC_DELETION = "TopicDeletion"
+    ISR_CHANGE_NOTIFICATION = "IsrChangeNotification"
+    PREFERRED_REPLICA_ELECTION = "PreferredReplicaLeaderElection"
+    AUTO_REBALANCE = "AutoPreferredReplicaLeaderElection"
+    CONTROLLED_SHUTDOWN = "ControlledShutdown"
+    PARTITION_MODIFICATIONS = "PartitionModifications"
+
+
+@dataclass(frozen=True, slots=True)
+class _Event:
+    kind: EventKind
+    enqueued_ns: int
+    requester: Requester | None = None
+    shutdown: ControlledShutdownRequest | None = None
+    topic: str | None = None
+
+
+_WATCH_EVENTS = {
+    WatchKind.CONTROLLER: EventKind.ELECT,
+    WatchKind.BROKERS: EventKind.BROKER_CHANGE,
+    WatchKind.TOPICS: EventKind.TOPIC_CHANGE,
+    WatchKind.DELETE_TOPICS: EventKind.TOPIC_DELETION,
+    WatchKind.ISR_CHANGES: EventKind.ISR_CHANGE_NOTIFICATION,
+    WatchKind.PREFERRED_ELECTION: EventKind.PREFERRED_REPLICA_ELECTION,
+    WatchKind.PARTITION_MODIFICATIONS: EventKind.PARTITION_MODIFICATIONS,
+}
+
+
+# ----------------------------------------------------------------------------- private messages
+
+
+@dataclass(frozen=True, slots=True)
+class _SessionChanged:
+    event: SessionEvent
+
+
+@dataclass(frozen=True, slots=True)
+class _WatchFired:
+    kind: WatchKind
+    generation: int
+    path: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _StepDone:
+    step: int
+    result: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _StepFailed:
+    step: int
+    error: Exception
+
+
+@dataclass(frozen=True, slots=True)
+class _ChannelReply:
+    broker_id: BrokerId
+    generation: int
+    reply: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _ChannelRetry:
+    broker_id: BrokerId
+    generation: int
+
+
+@dataclass(frozen=True, slots=True)
+class _Tick:
+    kind: EventKind
+
+
+@dataclass(frozen=True, slots=True)
+class _Resume:
+    """The back-off after a lost connection is over: run the queue again."""
+
+
+ControllerMessage: TypeAlias = (
+    ControlledShutdownRequest
+    | _SessionChanged
+    | _WatchFired
+    | _StepDone
+    | _StepFailed
+    | _ChannelReply
+    | _ChannelRetry
+    | _Tick
+    | _Resume
+)
+
+
+@dataclass(slots=True)
+class _Running:
+    event: _Event
+    script: Generator[Any, Any, Any]
+    started_ns: int
+    step: int = 0
+
+
+@dataclass(slots=True)
+class _Channel:
+    queue: deque[BrokerRequest]
+    in_flight: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControllerStatistics:
+    broker_id: int
+    active: bool
+    controller_epoch: int
+    offline_partitions: int
+    preferred_replica_imbalance: int
+    global_topic_count: int
+    global_partition_count: int
+    active_broker_count: int
+    unclean_leader_elections_total: int
+    leader_election_seconds: HistogramSnapshot
+    event_queue_size: int
+    event_queue_seconds: HistogramSnapshot
+    event_processing_seconds: dict[str, HistogramSnapshot]
+    elections_won_total: int
+    resignations_total: int
+
+
+class ControllerActor(Actor[ControllerMessage]):
+    def __init__(self, *, config: BrokerConfig, coordinator: Coordinator, address_book: AddressBook) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.coordinator = coordinator
+        self.address_book = address_book
+        self._paused = False
+        self.logic: ControllerLogic | None = None
+        self.generation = 0
+        self.queue: deque[_Event] = deque()
+        self.running: _Running | None = None
+        self.channels: dict[BrokerId, _Channel] = {}
+        self._subscription: Subscription | None = None
+        self._steps = itertools.count(1)
+        self.unclean_leader_elections_total = 0
+        self.elections_won_total = 0
+        self.resignations_total = 0
+        self._last_epoch = 0
+        self.queue_seconds = Histogram()
+        self.processing_seconds: dict[str, Histogram] = {}
+        self._leader_election_seconds = Histogram()
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def on_start(self, ctx: Context[ControllerMessage]) -> None:
+        self._subscription = self.coordinator.subscribe(ctx.message_adapter(_SessionChanged))
+        if self.coordinator.session_state is SessionState.CONNECTED:
+            self._enqueue(ctx, _Event(EventKind.ELECT, ctx.now_ns))
+
+    def on_stop(self, ctx: Context[ControllerMessage]) -> None:
+        if self._subscription is not None:
+            self._subscription.cancel()
+        if self.running is not None:
+            self.running.script.close()
+            self.running = None
+
+    @property
+    def active(self) -> bool:
+        return self.logic is not None and self.logic.active
+
+    # ------------------------------------------------------------------------------- dispatch
+
+    def receive(self, ctx: Context[ControllerMessage], message: ControllerMessage) -> None:
+        match message:
+            case ControlledShutdownRequest():
+                self._enqueue(
+                    ctx,
+                    _Event(
+                        EventKind.CONTROLLED_SHUTDOWN, ctx.now_ns, requester=ctx.requester, shutdown=message
+                    ),
+                )
+            case _SessionChanged():
+                self._on_session_changed(ctx, message.event)
+            case _WatchFired():
+                if message.generation == self.generation:
+                    topic = None
+                    if message.kind is WatchKind.PARTITION_MODIFICATIONS:
+                        topic = message.path.rsplit("/", 1)[-1]
+                    self._enqueue(ctx, _Event(_WATCH_EVENTS[message.kind], ctx.now_ns, topic=topic))
+            case _StepDone():
+                self._advance(ctx, message.step, value=message.result)
+            case _StepFailed():
+                self._advance(ctx, message.step, error=message.error)
+            case _ChannelReply():
+                self._on_channel_reply(ctx, message)
+            case _ChannelRetry():
+                if message.generation == self.generation:
+                    self._pump_channel(ctx, message.broker_id)
+            case _Tick():
+                if self.active:
+                    self._enqueue(ctx, _Event(message.kind, ctx.now_ns))
+            case _Resume():
+                self._paused = False
+                self._run_next(ctx)
+            case _:
+                assert_never(message)
+
+    # ----------------------------------------------------------------------------- session
+
+    def _on_session_changed(self, ctx: Context[ControllerMessage], event: SessionEvent) -> None:
+        if event.state is SessionState.LOST:
+            if self.active:
+                ctx.log.warning("ZooKeeper session lost: resigning as controller")
+            self._resign(ctx)
+        elif event.state is SessionState.CONNECTED and event.previous is not SessionState.SUSPENDED:
+            # A new session (first connect, or after an expiry): compete again.
+            self._enqueue(ctx, _Event(EventKind.ELECT, ctx.now_ns))
+
+    def _resign(self, ctx: Context[ControllerMessage]) -> None:
+        was_active = self.active
+        if self.running is not None:
+            self.running.script.close()
+            if self.running.event.requester is not None:
+                ctx.reply_to(
+                    self.running.event.requester,
+                    ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER),
+                )
+            self.running = None
+        for queued in self.queue:
+            if queued.requester is not None:
+                ctx.reply_to(
+                    queued.requester, ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
+                )
+        self.queue.clear()
+        if self.logic is not None:
+            self.unclean_leader_elections_total += self.logic.unclean_leader_elections_total
+            self.logic.unclean_leader_elections_total = 0
+        self.logic = None
+        self.channels.clear()
+        self.generation += 1
+        self._paused = False
+        ctx.cancel_timer("auto-rebalance")
+        ctx.cancel_timer("connection-retry")
+        if was_active:
+            self.resignations_total += 1
+
+    # ------------------------------------------------------------------------------ the queue
+
+    def _enqueue(self, ctx: Context[ControllerMessage], event: _Event) -> None:
+        self.queue.append(event)
+        self._run_next(ctx)
+
+    def _run_next(self, ctx: Context[ControllerMessage]) -> None:
+        while self.running is None and self.queue and not self._paused:
+            event = self.queue.popleft()
+            self.queue_seconds.observe((ctx.now_ns - event.enqueued_ns) / 1e9)
+            script = self._script_for(ctx, event)
+            if script is None:
+                continue
+            self.running = _Running(event, script, ctx.now_ns)
+            self._advance(ctx, 0, value=None)
+
+    def _script_for(self, ctx: Context[ControllerMessage], event: _Event) -> Generator[Any, Any, Any] | None:
+        kind = event.kind
+        if kind is EventKind.ELECT:
+            if self.active:
+                return self._check_still_controller()
+            self.generation += 1
+            self.logic = ControllerLogic(
+                broker_id=self.broker_id,
+                default_unclean_leader_election=self.config.unclean_leader_election_enable,
+                now_ms=lambda: ctx.now_ms,
+                now_ns=lambda: ctx.now_ns,
+                wall_clock_ms=lambda: ctx.wall_clock_ms,
+            )
+            self.logic.leader_election_seconds = self._leader_election_seconds
+            return self.logic.elect()
+        logic = self.logic
+        if kind is EventKind.CONTROLLED_SHUTDOWN:
+            if logic is None or not logic.active:
+                if event.requester is not None:
+                    ctx.reply_to(
+                        event.requester, ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
+                    )
+                return None
+            shutdown = event.shutdown
+            assert shutdown is not None
+            return logic.on_controlled_shutdown(shutdown.broker_id, shutdown.broker_epoch)
+        if logic is None or not logic.active:
+            return None  # Kafka processes these only on the active controller
+        if kind is EventKind.BROKER_CHANGE:
+            return logic.on_broker_change()
+        if kind is EventKind.TOPIC_CHANGE:
+            return logic.on_topic_change()
+        if kind is EventKind.TOPIC_DELETION:
+            return logic.on_topic_deletion()
+        if kind is EventKind.ISR_CHANGE_NOTIFICATION:
+            return logic.on_isr_change_notification()
+        if kind is EventKind.PREFERRED_REPLICA_ELECTION:
+            return logic.on_preferred_replica_election()
+        if kind is EventKind.PARTITION_MODIFICATIONS:
+            assert event.topic is not None
+            return logic.on_partition_modifications(event.topic)
+        if kind is EventKind.AUTO_REBALANCE:
+            return logic.on_auto_rebalance(self.config.leader_imbalance_per_broker_percentage)
+        raise AssertionError(f"no script for {kind}")
+
+    def _check_still_controller(self) -> Script:
+        """/controller changed while we are active: if it is no longer ours, resign (by fencing)."""
+        stat = yield Watched(ZkExists(zk_data.CONTROLLER_PATH, watch=True), WatchKind.CONTROLLER)
+        if stat is None:
+            raise FencedError("/controller was deleted")
+        data, _ = yield ZkGet(zk_data.CONTROLLER_PATH)
+        if zk_data.decode_controller(data).broker_id != self.broker_id:
+            raise FencedError("/controller names another broker")
+
+    # ------------------------------------------------------------------------------ the driver
+
+    def _advance(
+        self,
+        ctx: Context[ControllerMessage],
+        step: int,
+        *,
+        value: object = None,
+        error: Exception | None = None,
+    ) -> None:
+        running = self.running
+        if running is None or running.step != step:
+            return  # a late answer for a script that was abandoned
+        try:
+            request = running.script.send(value) if error is None else running.script.throw(error)
+        except StopIteration as finished:
+            self._finish(ctx, running, finished.value)
+            return
+        except FencedError as fenced:
+            ctx.log.warning("controller fenced (%s): resigning", fenced)
+            self._resign_and_reelect(ctx)
+            return
+        except (ConnectionLossError, SessionExpiredError) as lost:
+            self._retry_later(ctx, running, lost)
+            return
+        except Exception:
+            ctx.log.exception("controller event %s failed: resigning", running.event.kind.value)
+            self._resign_and_reelect(ctx)
+            return
+        running.step = next(self._steps)
+        self._execute(ctx, running.step, request)
+
+    def _execute(self, ctx: Context[ControllerMessage], step: int, request: ZkRequest | Watched) -> None:
+        coordinator = self.coordinator
+        watch = None
+        if isinstance(request, Watched):
+            kind, generation = request.kind, self.generation
+            fire = ctx.message_adapter(lambda path: _WatchFired(kind, generation, str(path)))
+
+            def watch(event: WatchEvent) -> None:
+                fire(event.path)
+
+            request = request.request
+        zk_request = request
+        ctx.pipe_to_self(
+            lambda: execute(coordinator, zk_request, watch),
+            lambda result: _StepDone(step, result),
+            lambda error: _StepFailed(step, error),
+        )
+
+    def _finish(self, ctx: Context[ControllerMessage], running: _Running, result: object) -> None:
+        self.running = None
+        kind = running.event.kind.value
+        histogram = self.processing_seconds.get(kind)
+        if histogram is None:
+            histogram = self.processing_seconds[kind] = Histogram()
+        histogram.observe((ctx.now_ns - running.started_ns) / 1e9)
+        logic = self.logic
+        if logic is not None and logic.active:
+            if running.event.kind is EventKind.ELECT and logic.context.controller_epoch != self._last_epoch:
+                self._last_epoch = logic.context.controller_epoch
+                self.elections_won_total += 1
+                self._schedule_auto_rebalance(ctx)
+            self._send_batch(ctx)
+        if running.event.requester is not None:
+            error, remaining = result if isinstance(result, tuple) else (ErrorCode.NOT_CONTROLLER, [])
+            ctx.reply_to(
+                running.event.requester,
+                ControlledShutdownResponse(error_code=error, remaining_partitions=tuple(remaining)),
+            )
+        self._run_next(ctx)
+
+    def _resign_and_reelect(self, ctx: Context[ControllerMessage]) -> None:
+        self._resign(ctx)
+        self._enqueue(ctx, _Event(EventKind.ELECT, ctx.now_ns))
+
+    def _retry_later(self, ctx: Context[ControllerMessage], running: _Running, error: Exception) -> None:
+        ctx.log.warning(
+            "controller event %s lost its ZooKeeper connection (%s); retrying",
+            running.event.kind.value,
+            error,
+        )
+        running.script.close()
+        self.running = None
+        if self.logic is not None:
+            # Requests batched by the abandoned attempt are dropped; the retry rebuilds them.
+            self.logic.take_batch()
+        # Retry the same event first, after a back-off; nothing else runs meanwhile (event order).
+        self.queue.appendleft(running.event)
+        self._paused = True
+        ctx.start_timer("connection-retry", _Resume(), _CONNECTION_RETRY_MS)
+
+    def _schedule_auto_rebalance(self, ctx: Context[ControllerMessage]) -> None:
+        if self.config.auto_leader_rebalance_enable:
+            ctx.start_periodic_timer(
+                "auto-rebalance",
+                _Tick(EventKind.AUTO_REBALANCE),
+                self.config.leader_imbalance_check_interval_seconds * 1000,
+                initial_delay_ms=_AUTO_REBALANCE_FIRST_DELAY_MS,
+            )
+
+    # ----------------------------------------------------------------------------- channels
+
+    def _send_batch(self, ctx: Context[ControllerMessage]) -> None:
+        logic = self.logic
+        assert logic is not None
+        for broker_id, live in logic.context.live_brokers.items():
+            # This node must be able to reach every broker it sends requests to.
+            self.address_book.set(broker_node(broker_id), live.endpoint.url)
+        batch = logic.take_batch()
+        for broker_id, request in batch.build(logic.context):
+            channel = self.channels.get(broker_id)
+            if channel is None:
+                channel = self.channels[broker_id] = _Channel(deque())
+            channel.queue.append(request)
+            self._pump_channel(ctx, broker_id)
+        # Channels of brokers that are gone are dropped with their queues (Kafka removes them).
+        for broker_id in [b for b in self.channels if not logic.context.is_live(b)]:
+            del self.channels[broker_id]
+
+    def _pump_channel(self, ctx: Context[ControllerMessage], broker_id: BrokerId) -> None:
+        channel = self.channels.get(broker_id)
+        if channel is None or channel.in_flight or not channel.queue:
+            return
+        channel.in_flight = True
+        generation = self.generation
+
+        def adapt(reply: object) -> _ChannelReply:
+            return _ChannelReply(broker_id, generation, reply)
+
+        ctx.ask(
+            ActorRef(node_id=broker_node(broker_id), name="broker"),
+            channel.queue[0],
+            timeout_ms=self.config.controller_socket_timeout_ms,
+            on_reply=adapt,
+            on_failure=adapt,
+        )
+
+    def _on_channel_reply(self, ctx: Context[ControllerMessage], message: _ChannelReply) -> None:
+        if message.generation != self.generation:
+            return
+        channel = self.channels.get(message.broker_id)
+        if channel is None:
+            return
+        channel.in_flight = False
+        if isinstance(message.reply, AskFailure):
+            # Kafka's channel retries until the send succeeds or the broker is removed.
+            ctx.start_timer(
+                ("channel", message.broker_id),
+                _ChannelRetry(message.broker_id, message.generation),
+                _CHANNEL_RETRY_MS,
+            )
+            return
+        sent = channel.queue.popleft()
+        if isinstance(message.reply, LeaderAndIsrResponse) and message.reply.error_code is not ErrorCode.NONE:
+            ctx.log.warning(
+                "broker %d answered %s to %s",
+                message.broker_id,
+                message.reply.error_code.name,
+                type(sent).__name__,
+            )
+        self._pump_channel(ctx, message.broker_id)
+
+    # ---------------------------------------------------------------------------- statistics
+
+    def statistics(self) -> ControllerStatistics:
+        logic = self.logic
+        active = logic is not None and logic.active
+        context = logic.context if logic is not None else None
+        return ControllerStatistics(
+            broker_id=self.broker_id,
+            active=active,
+            controller_epoch=context.controller_epoch if context is not None and active else self._last_epoch,
+            offline_partitions=context.offline_partition_count() if context is not None and active else 0,
+            preferred_replica_imbalance=context.preferred_replica_imbalance_count()
+            if context and active
+            else 0,
+            global_topic_count=len(context.assignments) if context is not None and active else 0,
+            global_partition_count=len(context.all_partitions()) if context is not None and active else 0,
+            active_broker_count=len(context.live_brokers) if context is not None and active else 0,
+            unclean_leader_elections_total=self.unclean_leader_elections_total
+            + (logic.unclean_leader_elections_total if logic is not None else 0),
+            leader_election_seconds=self._leader_election_seconds.snapshot(),
+            event_queue_size=len(self.queue),
+            event_queue_seconds=self.queue_seconds.snapshot(),
+            event_processing_seconds={k: h.snapshot() for k, h in self.processing_seconds.items()},
+            elections_won_total=self.elections_won_total,
+            resignations_total=self.resignations_total,
+        )

@@ -1,0 +1,839 @@
+"""The controller's event logic (kafka-semantics.md §6.2, §11), as sans-I/O scripts.
+
+Each controller event is a *script*: a generator that yields ZooKeeper requests (pure data from
+``runtime.coordination.requests``, optionally ``Watched``) and receives their results (or their
+exception, thrown in). The ControllerActor drives one script at a time — Kafka's single controller
+event thread — so the steps of an event read top to bottom like Kafka's blocking code while nothing
+here awaits or touches I/O. Requests to brokers are collected in a ``RequestBatch`` and sent when
+the event ends.
+
+Fencing: every controller write to ZooKeeper is a multi with a check of ``/controller_epoch`` at the
+version this controller set when it won (``fence``). A failed check raises ``FencedError``: another
+controller took over, and this one resigns. Partition state writes are also conditional on the
+zkVersion last read; a conflict is re-read and retried.
+
+Events and what they do:
+* election — create ``/controller`` and bump ``/controller_epoch`` in one multi; the winner runs
+  failover: watch brokers, topics, deletions, ISR notifications and the preferred-election znode;
+  delete stale ISR notifications; load the cluster; send everyone metadata; bring replicas online
+  (removing dead ones from ISRs) and elect leaders for new and offline partitions;
+* broker change — new, dead and bounced (re-registered with a larger czxid) brokers;
+* topic change / deletion, ISR change notification, controlled shutdown, preferred election and the
+  automatic rebalance.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import logging
+from collections.abc import Callable, Generator, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from actors.common.errors import ErrorCode
+from actors.common.protocol import BrokerEndpoint
+from actors.common.types import NO_LEADER, BrokerId, TopicPartition
+from actors.controller.election import (
+    ElectionResult,
+    controlled_shutdown_leader,
+    new_partition_leader,
+    offline_partition_leader,
+    preferred_replica_leader,
+)
+from actors.controller.requests import RequestBatch
+from actors.controller.state import (
+    ControllerContext,
+    LeaderIsrAndEpoch,
+    LiveBroker,
+    PartitionMachineState,
+    ReplicaMachineState,
+)
+from actors.server import zk_data
+from actors.server.zk_data import TopicAssignment
+from runtime.coordination.base import CheckOp, CreateOp, SetDataOp, SetDataOpResult, Stat
+from runtime.coordination.errors import CoordinationError, NodeExistsError, NoNodeError
+from runtime.coordination.requests import (
+    FencedError,
+    WriteOutcome,
+    ZkCreate,
+    ZkDeleteRecursive,
+    ZkExists,
+    ZkFencedCreateMany,
+    ZkFencedSetMany,
+    ZkGet,
+    ZkGetChildren,
+    ZkGetChildrenData,
+    ZkGetMany,
+    ZkMulti,
+    ZkRequest,
+)
+from runtime.histogram import Histogram
+
+__all__ = [
+    "ControllerLogic",
+    "ElectionKind",
+    "ElectionOutcome",
+    "Script",
+    "WatchKind",
+    "Watched",
+]
+
+_MAX_WRITE_ATTEMPTS = 10
+_log = logging.getLogger("actorlog.controller")
+
+
+class WatchKind(enum.Enum):
+    CONTROLLER = "controller"
+    BROKERS = "brokers"
+    TOPICS = "topics"
+    DELETE_TOPICS = "delete_topics"
+    ISR_CHANGES = "isr_change_notification"
+    PREFERRED_ELECTION = "preferred_replica_election"
+    # A data watch on /brokers/topics/<t> (Kafka's PartitionModificationsHandler): the event
+    # carries the topic, taken from the watched path.
+    PARTITION_MODIFICATIONS = "partition_modifications"
+
+
+@dataclass(frozen=True, slots=True)
+class Watched:
+    """A request whose watch, when it fires, becomes a controller event of ``kind``."""
+
+    request: ZkRequest
+    kind: WatchKind
+
+
+Step = ZkRequest | Watched
+Script = Generator[Step, Any, None]
+
+
+class ElectionKind(enum.Enum):
+    OFFLINE = "offline"
+    PREFERRED = "preferred"
+    CONTROLLED_SHUTDOWN = "controlled_shutdown"
+
+
+@dataclass(slots=True)
+class ElectionOutcome:
+    elected: list[TopicPartition] = field(default_factory=list)
+    failed: list[TopicPartition] = field(default_factory=list)
+
+
+class ControllerLogic:
+    """The active controller's state and scripts. One instance per activation."""
+
+    def __init__(
+        self,
+        *,
+        broker_id: BrokerId,
+        default_unclean_leader_election: bool,
+        now_ms: Callable[[], int],
+        now_ns: Callable[[], int],
+        wall_clock_ms: Callable[[], int],
+    ) -> None:
+        self.broker_id = broker_id
+        self.default_unclean_leader_election = default_unclean_leader_election
+        self._now_ms = now_ms
+        self._now_ns = now_ns
+        self._wall_clock_ms = wall_clock_ms
+        self.context = ControllerContext()
+        self.batch = RequestBatch(broker_id)
+        self.active = False
+        self.unclean_leader_elections_total = 0
+        self.leader_election_seconds = Histogram()
+
+    # --------------------------------------------------------------------------------- helpers
+
+    @property
+    def fence(self) -> CheckOp:
+        return CheckOp(path=zk_data.CONTROLLER_EPOCH_PATH, version=self.context.epoch_zk_version)
+
+    def take_batch(self) -> RequestBatch:
+        batch = self.batch
+        self.batch = RequestBatch(self.broker_id)
+        return batch
+
+    def _unclean_enabled(self, topic: str) -> bool:
+        config = self.context.topic_configs.get(topic, {})
+        value = config.get("unclean.leader.election.enable")
+        return self.default_unclean_leader_election if value is None else value.strip().lower() == "true"
+
+    def _live_brokers(self, registrations: dict[str, tuple[bytes, Stat]]) -> dict[BrokerId, LiveBroker]:
+        live: dict[BrokerId, LiveBroker] = {}
+        for name, (data, stat) in registrations.items():
+            try:
+                broker_id = zk_data.parse_broker_id(name)
+                registration = zk_data.decode_broker_registration(broker_id, data)
+            except zk_data.ZkDataError as error:
+                _log.error("ignoring an unreadable broker registration %s: %s", name, error)
+                continue
+            endpoint = next(
+                (e for e in registration.endpoints if e.listener_name == zk_data.HTTP_LISTENER_NAME),
+                registration.endpoints[0] if registration.endpoints else None,
+            )
+            if endpoint is None:
+                continue
+            live[broker_id] = LiveBroker(
+                endpoint=BrokerEndpoint(
+                    broker_id=broker_id, host=endpoint.host, port=endpoint.port, rack=registration.rack
+                ),
+                broker_epoch=stat.czxid,
+            )
+        return live
+
+    # ------------------------------------------------------------------------------- election
+
+    def elect(self) -> Script:
+        """Try to become the controller (§11.2). Sets ``active`` and runs failover on a win."""
+        stat = yield Watched(ZkExists(zk_data.CONTROLLER_PATH, watch=True), WatchKind.CONTROLLER)
+        if stat is not None:
+            return
+        try:
+            data, epoch_stat = yield ZkGet(zk_data.CONTROLLER_EPOCH_PATH)
+            epoch, epoch_version = zk_data.decode_controller_epoch(data), epoch_stat.version
+        except NoNodeError:
+            with contextlib.suppress(NodeExistsError):
+                yield ZkCreate(zk_data.CONTROLLER_EPOCH_PATH, zk_data.encode_controller_epoch(0))
+            data, epoch_stat = yield ZkGet(zk_data.CONTROLLER_EPOCH_PATH)
+            epoch, epoch_version = zk_data.decode_controller_epoch(data), epoch_stat.version
+        registration = zk_data.encode_controller(
+            zk_data.ControllerRegistration(broker_id=self.broker_id, timestamp_ms=self._wall_clock_ms())
+        )
+        new_epoch = epoch + 1
+        try:
+            results = yield ZkMulti(
+                (
+                    CreateOp(path=zk_data.CONTROLLER_PATH, data=registration, ephemeral=True),
+                    SetDataOp(
+                        path=zk_data.CONTROLLER_EPOCH_PATH,
+                        data=zk_data.encode_controller_epoch(new_epoch),
+                        version=epoch_version,
+                    ),
+                )
+            )
+            result = results[1]
+            assert isinstance(result, SetDataOpResult)
+            new_version = result.stat.version
+        except CoordinationError:
+            # Maybe a retried multi of ours landed: we won iff /controller is ours at the new epoch.
+            try:
+                controller_data, _ = yield ZkGet(zk_data.CONTROLLER_PATH)
+                data, epoch_stat = yield ZkGet(zk_data.CONTROLLER_EPOCH_PATH)
+            except NoNodeError:
+                return
+            holder = zk_data.decode_controller(controller_data).broker_id
+            if holder != self.broker_id or zk_data.decode_controller_epoch(data) != new_epoch:
+                return
+            new_version = epoch_stat.version
+        self.context = ControllerContext(controller_epoch=new_epoch, epoch_zk_version=new_version)
+        self.active = True
+        _log.info("broker %d is the controller (controller epoch %d)", self.broker_id, new_epoch)
+        yield from self.on_controller_failover()
+
+    def on_controller_failover(self) -> Script:
+        context = self.context
+        registrations = yield Watched(
+            ZkGetChildrenData(zk_data.BROKER_IDS_PATH, watch=True), WatchKind.BROKERS
+        )
+        context.live_brokers = self._live_brokers(registrations)
+        yield from self._load_topics()
+        deleting = yield Watched(
+            ZkGetChildren(zk_data.DELETE_TOPICS_PATH, watch=True), WatchKind.DELETE_TOPICS
+        )
+        context.topics_to_delete = {t for t in deleting if t in context.assignments}
+        notifications = yield Watched(
+            ZkGetChildren(zk_data.ISR_CHANGE_NOTIFICATION_PATH, watch=True), WatchKind.ISR_CHANGES
+        )
+        for name in notifications:
+            yield ZkDeleteRecursive(
+                zk_data.isr_change_notification_path(zk_data.isr_change_sequence_number(name)), self.fence
+            )
+        preferred = yield Watched(
+            ZkExists(zk_data.PREFERRED_REPLICA_ELECTION_PATH, watch=True), WatchKind.PREFERRED_ELECTION
+        )
+        # Everyone learns the brokers and every partition, then replicas and partitions start.
+        self.batch.add_update_metadata(context.live_or_shutting_down_ids(), None)
+        yield from self._start_replica_state_machine()
+        yield from self._start_partition_state_machine()
+        yield from self.resume_topic_deletions()
+        if preferred is not None:
+            yield from self.on_preferred_replica_election()
+
+    def _load_topics(self) -> Script:
+        context = self.context
+        names = yield Watched(ZkGetChildren(zk_data.TOPICS_PATH, watch=True), WatchKind.TOPICS)
+        for topic, assignment in (yield from self._read_assignments(names)).items():
+            context.add_topic(topic, assignment.partitions)
+        yield from self._load_topic_configs(list(context.assignments))
+        paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in context.all_partitions()}
+        states = yield ZkGetMany(tuple(paths.values()))
+        for tp, path in paths.items():
+            found = states.get(path)
+            if found is not None:
+                leadership = self._decode_state(tp, found)
+                if leadership is not None:
+                    context.leadership[tp] = leadership
+
+    def _load_topic_configs(self, topics: list[str]) -> Script:
+        paths = {topic: zk_data.topic_config_path(topic) for topic in topics}
+        found = yield ZkGetMany(tuple(paths.values()))
+        for topic, path in paths.items():
+            value = found.get(path)
+            if value is not None:
+                try:
+                    self.context.topic_configs[topic] = zk_data.decode_topic_config(topic, value[0])
+                except zk_data.ZkDataError as error:
+                    _log.error("ignoring unreadable topic config for %s: %s", topic, error)
+
+    def _decode_state(self, tp: TopicPartition, found: tuple[bytes, Stat]) -> LeaderIsrAndEpoch | None:
+        data, stat = found
+        path = zk_data.partition_state_path(tp.topic, tp.partition)
+        try:
+            state = zk_data.decode_partition_state(data, path=path)
+        except zk_data.ZkDataError as error:
+            _log.error("ignoring an unreadable partition state %s: %s", path, error)
+            return None
+        if state.controller_epoch > self.context.controller_epoch:
+            # A newer controller already decided for this partition: we have been superseded.
+            raise FencedError(f"{path} was written by controller epoch {state.controller_epoch}")
+        return LeaderIsrAndEpoch(
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=state.isr,
+            controller_epoch=state.controller_epoch,
+            zk_version=stat.version,
+        )
+
+    def _start_replica_state_machine(self) -> Script:
+        context = self.context
+        online: list[tuple[TopicPartition, BrokerId]] = []
+        offline: list[tuple[TopicPartition, BrokerId]] = []
+        for tp in context.all_partitions():
+            for replica in context.replicas(tp):
+                if context.is_live(replica):
+                    context.replica_states[(tp, replica)] = ReplicaMachineState.ONLINE
+                    online.append((tp, replica))
+                else:
+                    context.replica_states[(tp, replica)] = ReplicaMachineState.OFFLINE
+                    offline.append((tp, replica))
+        self._replicas_online(online)
+        yield from self._replicas_offline(offline)
+
+    def _start_partition_state_machine(self) -> Script:
+        context = self.context
+        for tp in context.all_partitions():
+            leadership = context.leadership.get(tp)
+            if leadership is None:
+                context.partition_states[tp] = PartitionMachineState.NEW
+            elif leadership.has_leader and context.is_live(leadership.leader):
+                context.partition_states[tp] = PartitionMachineState.ONLINE
+            else:
+                context.partition_states[tp] = PartitionMachineState.OFFLINE
+        yield from self.trigger_online_partition_state_change()
+
+    # ----------------------------------------------------------------------------- brokers
+
+    def on_broker_change(self) -> Script:
+        context = self.context
+        registrations = yield Watched(
+            ZkGetChildrenData(zk_data.BROKER_IDS_PATH, watch=True), WatchKind.BROKERS
+        )
+        current = self._live_brokers(registrations)
+        previous = context.live_brokers
+        new = sorted(set(current) - set(previous))
+        dead = sorted(set(previous) - set(current))
+        bounced = sorted(
+            b for b in set(current) & set(previous) if current[b].broker_epoch > previous[b].broker_epoch
+        )
+        if not (new or dead or bounced):
+            context.live_brokers = current
+            return
+        _log.info("brokers changed: new %s, dead %s, bounced %s", new, dead, bounced)
+        if dead or bounced:
+            context.live_brokers = {b: live for b, live in current.items() if b not in bounced}
+            yield from self.on_broker_failure([*dead, *bounced])
+        context.live_brokers = current
+        if new or bounced:
+            yield from self.on_broker_startup([*new, *bounced])
+
+    def on_broker_startup(self, brokers: list[BrokerId]) -> Script:
+        context = self.context
+        existing = [b for b in context.live_or_shutting_down_ids() if b not in brokers]
+        self.batch.add_update_metadata(existing, [])
+        self.batch.add_update_metadata(brokers, None)
+        for broker_id in brokers:
+            context.shutting_down.discard(broker_id)
+        self._replicas_online([(tp, b) for b in brokers for tp in context.partitions_on_broker(b)])
+        yield from self.trigger_online_partition_state_change()
+        yield from self.resume_topic_deletions()
+
+    def on_broker_failure(self, dead: list[BrokerId]) -> Script:
+        context = self.context
+        for broker_id in dead:
+            context.shutting_down.discard(broker_id)
+        dead_set = set(dead)
+        leaderless = [
+            tp
+            for tp, leadership in sorted(context.leadership.items())
+            if leadership.leader in dead_set and tp.topic not in context.topics_to_delete
+        ]
+        for tp in leaderless:
+            context.set_partition_state(tp, PartitionMachineState.OFFLINE)
+        yield from self.trigger_online_partition_state_change()
+        yield from self._replicas_offline([(tp, b) for b in dead for tp in context.partitions_on_broker(b)])
+        if not leaderless:
+            self.batch.add_update_metadata(context.live_or_shutting_down_ids(), [])
+
+    # ---------------------------------------------------------------------- replica transitions
+
+    def _replicas_online(self, replicas: Iterable[tuple[TopicPartition, BrokerId]]) -> None:
+        """OnlineReplica: each live replica gets LeaderAndIsr for its partition (if it has a leader)."""
+        context = self.context
+        for tp, broker_id in replicas:
+            if tp.topic in context.topics_to_delete:
+                continue
+            context.set_replica_state(tp, broker_id, ReplicaMachineState.ONLINE)
+            leadership = context.leadership.get(tp)
+            if leadership is not None:
+                self.batch.add_leader_and_isr(context, [broker_id], tp, leadership)
+
+    def _replicas_offline(self, replicas: list[tuple[TopicPartition, BrokerId]]) -> Script:
+        """OfflineReplica: StopReplica (no delete) to the broker if it is still up, and removal from
+        the ISR in ZooKeeper with a leader epoch bump (a one-member ISR is left as is)."""
+        context = self.context
+        by_broker: dict[BrokerId, list[TopicPartition]] = {}
+        for tp, broker_id in replicas:
+            context.set_replica_state(tp, broker_id, ReplicaMachineState.OFFLINE)
+            if context.is_live(broker_id):
+                self.batch.add_stop_replica(broker_id, tp, delete=False)
+            by_broker.setdefault(broker_id, []).append(tp)
+        for broker_id, tps in sorted(by_broker.items()):
+            yield from self._remove_replica_from_isr(broker_id, tps)
+
+    def _remove_replica_from_isr(self, broker_id: BrokerId, tps: list[TopicPartition]) -> Script:
+        context = self.context
+
+        def change(tp: TopicPartition, current: LeaderIsrAndEpoch) -> LeaderIsrAndEpoch | None:
+            if broker_id not in current.isr and current.leader != broker_id:
+                return None
+            new_isr = (
+                current.isr if len(current.isr) == 1 else tuple(r for r in current.isr if r != broker_id)
+            )
+            new_leader = NO_LEADER if current.leader == broker_id else current.leader
+            return LeaderIsrAndEpoch(
+                leader=new_leader,
+                leader_epoch=current.leader_epoch + 1,
+                isr=new_isr,
+                controller_epoch=context.controller_epoch,
+                zk_version=current.zk_version,
+            )
+
+        updated = yield from self._update_leadership(tps, change)
+        for tp, leadership in updated.items():
+            if not leadership.has_leader and tp in context.partition_states:
+                context.partition_states[tp] = PartitionMachineState.OFFLINE
+            others = [r for r in context.replicas(tp) if r != broker_id]
+            self.batch.add_leader_and_isr(context, others, tp, leadership)
+
+    # -------------------------------------------------------------------- partition transitions
+
+    def trigger_online_partition_state_change(self) -> Script:
+        """Move every New or Offline partition (not being deleted) to Online."""
+        context = self.context
+        candidates = [
+            tp
+            for tp, state in sorted(context.partition_states.items())
+            if state in (PartitionMachineState.NEW, PartitionMachineState.OFFLINE)
+            and tp.topic not in context.topics_to_delete
+        ]
+        new = [tp for tp in candidates if context.partition_states[tp] is PartitionMachineState.NEW]
+        offline = [tp for tp in candidates if context.partition_states[tp] is PartitionMachineState.OFFLINE]
+        yield from self._initialize_new_partitions(new)
+        yield from self.elect_leaders(offline, ElectionKind.OFFLINE)
+
+    def _initialize_new_partitions(self, partitions: list[TopicPartition]) -> Script:
+        context = self.context
+        creates: list[tuple[str, bytes]] = []
+        planned: dict[str, tuple[TopicPartition, ElectionResult]] = {}
+        for tp in partitions:
+            result = new_partition_leader(context.replicas(tp), context.is_live)
+            if result is None:
+                _log.warning("%s stays new: none of its replicas %s is alive", tp, list(context.replicas(tp)))
+                continue
+            path = zk_data.partition_state_path(tp.topic, tp.partition)
+            creates.append(
+                (
+                    path,
+                    zk_data.encode_partition_state(
+                        zk_data.PartitionState(
+                            leader=result.leader,
+                            leader_epoch=0,
+                            isr=result.isr,
+                            controller_epoch=context.controller_epoch,
+                        )
+                    ),
+                )
+            )
+            planned[path] = (tp, result)
+        if not creates:
+            return
+        started = self._now_ns()
+        outcomes: list[WriteOutcome] = yield ZkFencedCreateMany(self.fence, tuple(creates))
+        for outcome in outcomes:
+            tp, result = planned[outcome.path]
+            if not outcome.ok:
+                _log.error("%s: could not create its state znode (%s)", tp, outcome.error)
+                continue
+            leadership = LeaderIsrAndEpoch(
+                leader=result.leader,
+                leader_epoch=0,
+                isr=result.isr,
+                controller_epoch=context.controller_epoch,
+                zk_version=outcome.new_version or 0,
+            )
+            context.leadership[tp] = leadership
+            context.set_partition_state(tp, PartitionMachineState.ONLINE)
+            for replica in context.replicas(tp):
+                if context.replica_state(tp, replica) is ReplicaMachineState.NON_EXISTENT:
+                    context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
+                if context.is_live(replica):
+                    context.set_replica_state(tp, replica, ReplicaMachineState.ONLINE)
+            self.batch.add_leader_and_isr(context, context.replicas(tp), tp, leadership, is_new=True)
+        self.leader_election_seconds.observe((self._now_ns() - started) / 1e9)
+
+    def elect_leaders(
+        self, partitions: list[TopicPartition], kind: ElectionKind
+    ) -> Generator[Step, Any, ElectionOutcome]:
+        """Elect leaders with ``kind``'s algorithm; write them (conditionally, fenced); queue
+        LeaderAndIsr to the partitions' replicas and UpdateMetadata to every broker."""
+        context = self.context
+        outcome = ElectionOutcome()
+        if not partitions:
+            return outcome
+        started = self._now_ns()
+        unclean: set[TopicPartition] = set()
+
+        def change(tp: TopicPartition, current: LeaderIsrAndEpoch) -> LeaderIsrAndEpoch | None:
+            replicas = context.replicas(tp)
+            if kind is ElectionKind.OFFLINE:
+                result = offline_partition_leader(
+                    replicas,
+                    current.isr,
+                    context.is_live,
+                    unclean_leader_election_enable=self._unclean_enabled(tp.topic),
+                )
+            elif kind is ElectionKind.PREFERRED:
+                result = preferred_replica_leader(
+                    replicas, current.isr, context.is_live_and_not_shutting_down
+                )
+            else:
+                result = controlled_shutdown_leader(
+                    replicas, current.isr, context.is_live, lambda b: b in context.shutting_down
+                )
+            if result is None:
+                outcome.failed.append(tp)
+                return None
+            if result.unclean:
+                unclean.add(tp)
+            return LeaderIsrAndEpoch(
+                leader=result.leader,
+                leader_epoch=current.leader_epoch + 1,
+                isr=result.isr,
+                controller_epoch=context.controller_epoch,
+                zk_version=current.zk_version,
+            )
+
+        updated = yield from self._update_leadership(partitions, change)
+        for tp, leadership in updated.items():
+            context.set_partition_state(tp, PartitionMachineState.ONLINE)
+            self.batch.add_leader_and_isr(context, context.replicas(tp), tp, leadership)
+            outcome.elected.append(tp)
+            if tp in unclean:
+                self.unclean_leader_elections_total += 1
+                _log.warning("%s: unclean leader election of broker %d", tp, leadership.leader)
+        for tp in outcome.failed:
+            if (
+                kind is ElectionKind.OFFLINE
+                and context.partition_state(tp) is not PartitionMachineState.OFFLINE
+            ):
+                context.set_partition_state(tp, PartitionMachineState.OFFLINE)
+            _log.warning("%s: no eligible leader for a %s election", tp, kind.value)
+        self.leader_election_seconds.observe((self._now_ns() - started) / 1e9)
+        return outcome
+
+    def _update_leadership(
+        self,
+        partitions: list[TopicPartition],
+        change: Callable[[TopicPartition, LeaderIsrAndEpoch], LeaderIsrAndEpoch | None],
+    ) -> Generator[Step, Any, dict[TopicPartition, LeaderIsrAndEpoch]]:
+        """Read each partition's state znode, compute its change, write it conditionally (fenced);
+        re-read and retry the ones another writer (a leader's ISR change) changed meanwhile."""
+        context = self.context
+        updated: dict[TopicPartition, LeaderIsrAndEpoch] = {}
+        remaining = list(partitions)
+        for _ in range(_MAX_WRITE_ATTEMPTS):
+            if not remaining:
+                break
+            paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in remaining}
+            found = yield ZkGetMany(tuple(paths.values()))
+            updates: list[tuple[str, bytes, int]] = []
+            planned: dict[str, tuple[TopicPartition, LeaderIsrAndEpoch]] = {}
+            for tp, path in paths.items():
+                current_raw = found.get(path)
+                if current_raw is None:
+                    continue
+                current = self._decode_state(tp, current_raw)
+                if current is None:
+                    continue
+                context.leadership[tp] = current
+                target = change(tp, current)
+                if target is None:
+                    continue
+                data = zk_data.encode_partition_state(
+                    zk_data.PartitionState(
+                        leader=target.leader, leader_epoch=target.leader_epoch, isr=target.isr,
+                        controller_epoch=target.controller_epoch,
+                    )
+                )  # fmt: skip
+                updates.append((path, data, current.zk_version))
+                planned[path] = (tp, target)
+            if not updates:
+                break
+            outcomes: list[WriteOutcome] = yield ZkFencedSetMany(self.fence, tuple(updates))
+            retry: list[TopicPartition] = []
+            for write in outcomes:
+                tp, target = planned[write.path]
+                if write.ok:
+                    assert write.new_version is not None
+                    leadership = LeaderIsrAndEpoch(
+                        leader=target.leader, leader_epoch=target.leader_epoch, isr=target.isr,
+                        controller_epoch=target.controller_epoch, zk_version=write.new_version,
+                    )  # fmt: skip
+                    context.leadership[tp] = leadership
+                    updated[tp] = leadership
+                elif write.error == "bad_version":
+                    retry.append(tp)
+            remaining = retry
+        return updated
+
+    # ------------------------------------------------------------------------------- topics
+
+    def _read_assignments(self, topics: Iterable[str]) -> Generator[Step, Any, dict[str, TopicAssignment]]:
+        """Each topic's assignment, read with a data watch (partition modifications)."""
+        paths = {topic: zk_data.topic_path(topic) for topic in topics}
+        found = yield Watched(ZkGetMany(tuple(paths.values()), watch=True), WatchKind.PARTITION_MODIFICATIONS)
+        assignments: dict[str, TopicAssignment] = {}
+        for topic, path in sorted(paths.items()):
+            value = found.get(path)
+            if value is None:
+                continue  # deleted meanwhile
+            try:
+                assignments[topic] = zk_data.decode_topic_assignment(topic, value[0])
+            except zk_data.ZkDataError as error:
+                _log.error("ignoring an unreadable topic assignment for %s: %s", topic, error)
+        return assignments
+
+    def on_topic_change(self) -> Script:
+        context = self.context
+        names = yield Watched(ZkGetChildren(zk_data.TOPICS_PATH, watch=True), WatchKind.TOPICS)
+        fresh = [topic for topic in names if topic not in context.assignments]
+        new_topics: list[str] = []
+        for topic, assignment in (yield from self._read_assignments(fresh)).items():
+            context.add_topic(topic, assignment.partitions)
+            new_topics.append(topic)
+        if not new_topics:
+            return
+        yield from self._load_topic_configs(new_topics)
+        partitions = [tp for topic in new_topics for tp in context.partitions_of(topic)]
+        for tp in partitions:
+            context.set_partition_state(tp, PartitionMachineState.NEW)
+            for replica in context.replicas(tp):
+                context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
+        _log.info("new topics %s: %d partition(s)", new_topics, len(partitions))
+        yield from self._initialize_new_partitions(partitions)
+
+    def on_partition_modifications(self, topic: str) -> Script:
+        """Kafka's ``processPartitionModifications``: partitions added to an existing topic start
+        like a new topic's (replicas assigned by whoever rewrote the assignment)."""
+        context = self.context
+        found = (yield from self._read_assignments([topic])).get(topic)
+        if found is None or topic not in context.assignments:
+            return  # deleted, or not yet known (the topic-change handler will load it)
+        if topic in context.topics_to_delete:
+            _log.info("ignoring a partition change of %s: it is being deleted", topic)
+            return
+        known = context.assignments[topic]
+        added = {p: replicas for p, replicas in found.partitions.items() if p not in known}
+        if not added:
+            return
+        context.add_topic(topic, {**known, **added})
+        partitions = [TopicPartition(topic, p) for p in sorted(added)]
+        for tp in partitions:
+            context.set_partition_state(tp, PartitionMachineState.NEW)
+            for replica in context.replicas(tp):
+                context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
+        _log.info("new partitions of %s: %s", topic, sorted(added))
+        yield from self._initialize_new_partitions(partitions)
+
+    def on_topic_deletion(self) -> Script:
+        context = self.context
+        requested = yield Watched(
+            ZkGetChildren(zk_data.DELETE_TOPICS_PATH, watch=True), WatchKind.DELETE_TOPICS
+        )
+        for topic in requested:
+            if topic not in context.assignments:
+                # Unknown topic: nothing to delete; drop the request.
+                yield ZkDeleteRecursive(zk_data.delete_topic_path(topic), self.fence)
+                continue
+            context.topics_to_delete.add(topic)
+        yield from self.resume_topic_deletions()
+
+    def resume_topic_deletions(self) -> Script:
+        """Delete each topic marked for deletion whose replicas are all on live brokers (a replica on
+        a dead broker keeps the deletion pending, so its stale files cannot resurface)."""
+        context = self.context
+        for topic in sorted(context.topics_to_delete):
+            partitions = context.partitions_of(topic)
+            replicas = {replica for tp in partitions for replica in context.replicas(tp)}
+            if not all(context.is_live(replica) for replica in replicas):
+                _log.info(
+                    "deletion of %s waits for replicas %s to come back",
+                    topic,
+                    sorted(r for r in replicas if not context.is_live(r)),
+                )
+                continue
+            for tp in partitions:
+                for replica in context.replicas(tp):
+                    self.batch.add_stop_replica(replica, tp, delete=True)
+            yield ZkDeleteRecursive(zk_data.topic_path(topic), self.fence)
+            yield ZkDeleteRecursive(zk_data.topic_config_path(topic), self.fence)
+            yield ZkDeleteRecursive(zk_data.delete_topic_path(topic), self.fence)
+            context.remove_topic(topic)
+            self.batch.deleted_topics.add(topic)
+            self.batch.add_update_metadata(context.live_or_shutting_down_ids(), [])
+            _log.info("deleted topic %s", topic)
+
+    # ---------------------------------------------------------------- ISR change notifications
+
+    def on_isr_change_notification(self) -> Script:
+        context = self.context
+        names = yield Watched(
+            ZkGetChildren(zk_data.ISR_CHANGE_NOTIFICATION_PATH, watch=True), WatchKind.ISR_CHANGES
+        )
+        if not names:
+            return
+        paths = [
+            zk_data.isr_change_notification_path(zk_data.isr_change_sequence_number(name)) for name in names
+        ]
+        try:
+            found = yield ZkGetMany(tuple(paths))
+            changed: set[TopicPartition] = set()
+            for path, value in found.items():
+                if value is None:
+                    continue
+                try:
+                    changed |= {
+                        TopicPartition(tp.topic, tp.partition)
+                        for tp in zk_data.decode_isr_change_notification(value[0], path=path)
+                    }
+                except zk_data.ZkDataError as error:
+                    _log.error("ignoring an unreadable ISR change notification %s: %s", path, error)
+            known = sorted(tp for tp in changed if tp in context.leadership or context.replicas(tp))
+            if known:
+                state_paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in known}
+                states = yield ZkGetMany(tuple(state_paths.values()))
+                for tp, path in state_paths.items():
+                    value = states.get(path)
+                    if value is not None:
+                        leadership = self._decode_state(tp, value)
+                        if leadership is not None:
+                            context.leadership[tp] = leadership
+                self.batch.add_update_metadata(context.live_or_shutting_down_ids(), known)
+        finally:
+            for path in paths:
+                yield ZkDeleteRecursive(path, self.fence)
+
+    # ------------------------------------------------------------------ controlled shutdown
+
+    def on_controlled_shutdown(
+        self, broker_id: BrokerId, broker_epoch: int
+    ) -> Generator[Step, Any, tuple[ErrorCode, list[TopicPartition]]]:
+        context = self.context
+        live = context.live_brokers.get(broker_id)
+        if live is None:
+            return ErrorCode.BROKER_NOT_AVAILABLE, []
+        if broker_epoch != -1 and broker_epoch < live.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH, []
+        context.shutting_down.add(broker_id)
+        hosted = [
+            tp
+            for tp in context.partitions_on_broker(broker_id)
+            if len(context.replicas(tp)) > 1 and tp.topic not in context.topics_to_delete
+        ]
+        led = [
+            tp
+            for tp in hosted
+            if (lead := context.leadership.get(tp)) is not None and lead.leader == broker_id
+        ]
+        followed = [tp for tp in hosted if tp not in led]
+        yield from self.elect_leaders(led, ElectionKind.CONTROLLED_SHUTDOWN)
+        for tp in followed:
+            self.batch.add_stop_replica(broker_id, tp, delete=False)
+        yield from self._replicas_offline_for_shutdown(broker_id, followed)
+        remaining = [tp for tp in context.partitions_led_by(broker_id) if len(context.replicas(tp)) > 1]
+        return ErrorCode.NONE, remaining
+
+    def _replicas_offline_for_shutdown(self, broker_id: BrokerId, tps: list[TopicPartition]) -> Script:
+        for tp in tps:
+            self.context.set_replica_state(tp, broker_id, ReplicaMachineState.OFFLINE)
+        yield from self._remove_replica_from_isr(broker_id, tps)
+
+    # --------------------------------------------------------------- preferred leader election
+
+    def on_preferred_replica_election(self) -> Script:
+        """The ``/admin/preferred_replica_election`` znode: elect the preferred replicas it names,
+        then delete it."""
+        stat = yield Watched(
+            ZkExists(zk_data.PREFERRED_REPLICA_ELECTION_PATH, watch=True), WatchKind.PREFERRED_ELECTION
+        )
+        if stat is None:
+            return
+        try:
+            data, _ = yield ZkGet(zk_data.PREFERRED_REPLICA_ELECTION_PATH)
+            requested = zk_data.decode_preferred_replica_election(data)
+        except (NoNodeError, zk_data.ZkDataError) as error:
+            _log.error("cannot read the preferred replica election request: %s", error)
+            requested = frozenset()
+        context = self.context
+        partitions = sorted(
+            tp
+            for raw in requested
+            if (tp := TopicPartition(raw.topic, raw.partition)) in context.leadership
+            and tp.topic not in context.topics_to_delete
+            and context.leadership[tp].leader != context.replicas(tp)[0]
+        )
+        yield from self.elect_leaders(partitions, ElectionKind.PREFERRED)
+        yield ZkDeleteRecursive(zk_data.PREFERRED_REPLICA_ELECTION_PATH, self.fence)
+        # Re-arm the watch for the next request.
+        yield Watched(
+            ZkExists(zk_data.PREFERRED_REPLICA_ELECTION_PATH, watch=True), WatchKind.PREFERRED_ELECTION
+        )
+
+    def on_auto_rebalance(self, imbalance_percentage: int) -> Script:
+        """§11.7: per preferred broker, rebalance when too many of its partitions are led elsewhere."""
+        context = self.context
+        by_preferred: dict[BrokerId, list[TopicPartition]] = {}
+        for tp in context.all_partitions():
+            replicas = context.replicas(tp)
+            if replicas and tp.topic not in context.topics_to_delete and tp in context.leadership:
+                by_preferred.setdefault(replicas[0], []).append(tp)
+        to_elect: list[TopicPartition] = []
+        for broker_id, tps in sorted(by_preferred.items()):
+            if not context.is_live_and_not_shutting_down(broker_id):
+                continue
+            not_led = [tp for tp in tps if context.leadership[tp].leader != broker_id]
+            if len(not_led) / len(tps) > imbalance_percentage / 100:
+                to_elect += [tp for tp in not_led if broker_id in context.leadership[tp].isr]
+        if to_elect:
+            _log.info("auto leader rebalance: preferred election for %d partition(s)", len(to_elect))
+            yield from self.elect_leaders(to_elect, ElectionKind.PREFERRED)

@@ -1,0 +1,938 @@
+"""BrokerActor: a broker's front door and its replica manager.
+
+Theory of operation
+-------------------
+*Requests.* Kafka requests (Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch) name many
+partitions. The broker asks each partition actor for its part, gathers the answers and replies with
+one response (``broker_requests.py``). A partition not hosted here answers NOT_LEADER_OR_FOLLOWER if
+the metadata knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise. Metadata requests are answered from
+the metadata cache. A fetch that finds too little data is *parked*: the broker asks its partitions
+to notify it once (``NotifyOnChange``), re-reads them on ``PartitionChanged`` and answers when there
+is enough, when a follower's HW moved (KIP-392), or when ``max_wait_ms`` passes.
+
+*Controller requests.* LeaderAndIsr, UpdateMetadata and StopReplica carry the controller epoch: a
+lower one than the highest seen is answered STALE_CONTROLLER_EPOCH for the whole request; an older
+broker epoch than our registration's is STALE_BROKER_EPOCH. In LeaderAndIsr each partition is then
+fenced on its leader epoch (only a higher epoch is applied; an equal or lower one answers
+STALE_CONTROLLER_EPOCH for that partition, as Kafka 2.4 does). Leaders stop being fetched and become
+leader; followers whose leader is alive become followers and are handed to the replica fetcher of
+``(leader, fetcher id)``, created on demand; fetchers left with nothing are stopped. The per
+partition part lives in ``hosted_partitions.py`` (the hosted partitions and their roles) and
+``fetcher_manager.py`` (the replica fetchers); the request-level fencing stays here.
+
+*Replica manager duties.* ``isr-expiration`` every ``replica.lag.time.max.ms / 2`` ticks the led
+partitions; successful leader ISR writes are recorded in ``isr_change_set`` and propagated by the
+``isr-change-propagation`` task every 2500 ms (``isr_propagation.py``); the high watermark checkpoint
+is written every ``replica.high.watermark.checkpoint.interval.ms`` once the first LeaderAndIsr has
+been handled; recovery points and log start offsets every 60 s; retention every 300 s. Checkpoint
+files are captured on the loop and written (fsync) in a worker thread.
+
+*Registration.* A ``BrokerRegistrationActor`` child keeps ``/brokers/ids/<id>`` registered across
+ZooKeeper sessions and reports the broker epoch.
+
+Statistics (and Kafka's BrokerState numbers): ``broker_statistics.py``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, TypeAlias, assert_never
+
+from actors.common.client_protocol import ADMIN_ACTOR_NAME, CreatableTopic, CreateTopicsRequest
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
+    FetchPartitionResponse,
+    FetchRequest,
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    ListOffsetsPartitionResponse,
+    ListOffsetsRequest,
+    MetadataRequest,
+    MetadataResponse,
+    OffsetForLeaderEpochResult,
+    OffsetsForLeaderEpochRequest,
+    PartitionError,
+    ProducePartitionResponse,
+    ProduceRequest,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
+from actors.common.topic_names import validate_topic_name
+from actors.common.types import TopicPartition, broker_node
+from actors.server import zk_data
+from actors.server.broker_requests import (
+    PendingRequest,
+    assemble_fetch_response,
+    assemble_list_offsets_response,
+    assemble_offsets_for_leader_epoch_response,
+    assemble_produce_response,
+    decide_fetch,
+)
+from actors.server.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
+from actors.server.config import BrokerConfig, TopicPolicy
+from actors.server.isr_propagation import ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS, IsrChangePropagation
+from actors.server.metadata_cache import MetadataCache
+from actors.server.registration import (
+    BrokerRegistered,
+    BrokerRegistrationActor,
+    BrokerRegistrationFailed,
+    SessionLost,
+    SessionSuspended,
+)
+from actors.server.replica.messages import (
+    AppendRecords,
+    FetchOffsetForTimestamp,
+    IsrChangeRecorded,
+    LastOffsetForLeaderEpoch,
+    MaybeShrinkIsr,
+    NotifyOnChange,
+    PartitionChanged,
+    PartitionReadResult,
+    ReadRecords,
+)
+from actors.server.replica_manager import HostedPartitions
+from actors.server.topic_config_manager import (
+    TOPIC_CONFIGS_ACTOR_NAME,
+    LoadTopicConfigs,
+    TopicConfigChanged,
+    TopicConfigManagerActor,
+    TopicConfigsLoaded,
+)
+from runtime.actor import Actor
+from runtime.context import Context
+from runtime.coordination.base import Coordinator, CreateResult
+from runtime.histogram import Histogram
+from runtime.messages import Requester
+from runtime.ref import ActorRef
+from runtime.storage.config import LogConfig
+from runtime.storage.log_manager import LogManager
+from runtime.supervision import SupervisorStrategy
+from runtime.transport.addresses import AddressBook
+
+__all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
+
+BROKER_ACTOR_NAME = "broker"
+REGISTRATION_ACTOR_NAME = "broker-registration"
+# Kafka's LogManager starts its periodic tasks after this delay.
+_INITIAL_TASK_DELAY_MS = 30_000
+
+
+# ------------------------------------------------------------------------------ private messages
+
+
+@dataclass(frozen=True, slots=True)
+class _PartitionReply:
+    request_id: int
+    tp: TopicPartition
+    reply: Any
+
+
+@dataclass(frozen=True, slots=True)
+class _FetchExpired:
+    request_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class _IsrExpirationTick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _PropagationTick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _PropagationDone:
+    error: Exception | None
+
+
+@dataclass(frozen=True, slots=True)
+class _CheckpointTick:
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class _CheckpointDone:
+    kind: str
+    error: Exception | None
+
+
+@dataclass(frozen=True, slots=True)
+class _RetentionTick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _AutoCreated:
+    """The admin actor is done with topics this broker asked it to create (auto-creation)."""
+
+    topics: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class _TopicConfigsReady:
+    """The topic-configs actor's answer (None: it failed; the held requests wait for a retry)."""
+
+    loaded: TopicConfigsLoaded | None
+
+
+ControllerRequest: TypeAlias = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
+
+
+def _answer(ctx: Context[Any], requester: Requester | None, response: object) -> None:
+    if requester is not None:
+        ctx.reply_to(requester, response)
+
+
+BrokerMessage: TypeAlias = (
+    ProduceRequest
+    | FetchRequest
+    | ListOffsetsRequest
+    | OffsetsForLeaderEpochRequest
+    | MetadataRequest
+    | LeaderAndIsrRequest
+    | UpdateMetadataRequest
+    | StopReplicaRequest
+    | IsrChangeRecorded
+    | PartitionChanged
+    | BrokerRegistered
+    | SessionSuspended
+    | SessionLost
+    | BrokerRegistrationFailed
+    | _PartitionReply
+    | _FetchExpired
+    | _IsrExpirationTick
+    | _PropagationTick
+    | _PropagationDone
+    | _CheckpointTick
+    | _CheckpointDone
+    | _RetentionTick
+    | _TopicConfigsReady
+    | TopicConfigChanged
+    | _AutoCreated
+)
+
+
+class BrokerActor(Actor[BrokerMessage]):
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        log_manager: LogManager,
+        coordinator: Coordinator,
+        registration: zk_data.BrokerRegistration,
+        address_book: AddressBook,
+        topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
+        cluster_id: str | None = None,
+    ) -> None:
+        """``topic_config``: a fixed lookup of each topic's settings (tests); without it the
+        broker reads topic overrides from ZooKeeper through its ``topic-configs`` child.
+        ``cluster_id``: what Metadata answers carry (``/cluster/id``)."""
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self.coordinator = coordinator
+        self.registration = registration
+        self.address_book = address_book
+        self.metadata = MetadataCache()
+        self.metadata.cluster_id = cluster_id
+        self.hosted = HostedPartitions(
+            config=config,
+            log_manager=log_manager,
+            coordinator=coordinator,
+            metadata=self.metadata,
+            topic_config=topic_config or self._topic_settings_of,
+        )
+        self._fixed_topic_config = topic_config is not None
+        # Each topic's (policy, log config), as last read from ZooKeeper.
+        self.topic_settings: dict[str, tuple[TopicPolicy, LogConfig]] = {}
+        # Controller requests waiting behind a LeaderAndIsr whose topics' configs are being read,
+        # in arrival order (the controller's order is the order they take effect in).
+        self._held: deque[tuple[ControllerRequest, Requester | None, int]] = deque()
+        self._loading_topic_configs = False
+        self._auto_creating: set[str] = set()
+        self.pending: dict[int, PendingRequest] = {}
+        # Parked fetches by partition they watch.
+        self.watchers: dict[TopicPartition, set[int]] = {}
+        self.controller_epoch = 0
+        self.broker_epoch = -1
+        self.registered = False
+        self.has_current_metadata = False
+        self.state = BrokerState.STARTING
+        self.propagation: IsrChangePropagation | None = None
+        self.hw_checkpoint_started = False
+        self._request_ids = itertools.count(1)
+        self._checkpoints_in_flight: set[str] = set()
+        self.request_metrics = RequestMetrics()
+        self.zookeeper_expires_total = 0
+        self.zookeeper_disconnects_total = 0
+
+    # ------------------------------------------------------------------------------ lifecycle
+
+    def on_start(self, ctx: Context[BrokerMessage]) -> None:
+        self.propagation = IsrChangePropagation(start_ms=ctx.now_ms)
+        if not self._fixed_topic_config:
+            broker = ctx.self_ref
+            ctx.spawn(
+                TOPIC_CONFIGS_ACTOR_NAME,
+                lambda: TopicConfigManagerActor(
+                    config=self.config,
+                    coordinator=self.coordinator,
+                    default_log_config=self.log_manager.default_config,
+                    broker=broker,
+                ),
+                supervision=SupervisorStrategy.restart(),
+            )
+        ctx.spawn(
+            REGISTRATION_ACTOR_NAME,
+            lambda: BrokerRegistrationActor(
+                self.coordinator,
+                self.registration,
+                session_timeout_ms=self.config.zookeeper_session_timeout_ms,
+                subscriber=ctx.self_ref,
+            ),
+        )
+        ctx.start_periodic_timer(
+            "isr-expiration", _IsrExpirationTick(), self.config.isr_expiration_interval_ms, initial_delay_ms=0
+        )
+        ctx.start_periodic_timer(
+            "isr-change-propagation",
+            _PropagationTick(),
+            ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
+            initial_delay_ms=0,
+        )
+        ctx.start_periodic_timer(
+            "recovery-point-checkpoint",
+            _CheckpointTick("recovery-point"),
+            self.config.log_flush_offset_checkpoint_interval_ms,
+            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
+        )
+        ctx.start_periodic_timer(
+            "log-start-offset-checkpoint",
+            _CheckpointTick("log-start-offset"),
+            self.config.log_flush_start_offset_checkpoint_interval_ms,
+            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
+        )
+        ctx.start_periodic_timer(
+            "kafka-log-retention",
+            _RetentionTick(),
+            self.config.log_retention_check_interval_ms,
+            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
+        )
+        self.state = BrokerState.RUNNING
+
+    # -------------------------------------------------------------------------------- dispatch
+
+    def receive(self, ctx: Context[BrokerMessage], message: BrokerMessage) -> None:
+        match message:
+            case ProduceRequest():
+                self._on_produce(ctx, message)
+            case FetchRequest():
+                self._on_fetch(ctx, message)
+            case ListOffsetsRequest():
+                self._on_list_offsets(ctx, message)
+            case OffsetsForLeaderEpochRequest():
+                self._on_offsets_for_leader_epoch(ctx, message)
+            case MetadataRequest():
+                self._count_request(ctx, "Metadata", ctx.now_ns)
+                ctx.reply(self._metadata_response(ctx, message))
+            case LeaderAndIsrRequest():
+                self._on_leader_and_isr(ctx, message)
+            case UpdateMetadataRequest() | StopReplicaRequest():
+                self._held.append((message, ctx.requester, ctx.now_ns))
+                self._release_held(ctx)
+            case IsrChangeRecorded():
+                assert self.propagation is not None
+                self.propagation.record(message.tp, ctx.now_ms)
+            case PartitionChanged():
+                self._on_partition_changed(ctx, message)
+            case BrokerRegistered():
+                self._on_registered(ctx, message)
+            case SessionSuspended():
+                self.zookeeper_disconnects_total += 1
+            case SessionLost():
+                self._on_session_lost(ctx)
+            case BrokerRegistrationFailed():
+                ctx.log.error("broker registration failed: %s", message.reason)
+            case _PartitionReply():
+                self._on_partition_reply(ctx, message)
+            case _FetchExpired():
+                self._on_fetch_expired(ctx, message)
+            case _IsrExpirationTick():
+                self._on_isr_expiration_tick(ctx)
+            case _PropagationTick():
+                self._on_propagation_tick(ctx)
+            case _PropagationDone():
+                self._on_propagation_done(ctx, message)
+            case _CheckpointTick():
+                self._start_checkpoint(ctx, message.kind)
+            case _CheckpointDone():
+                self._on_checkpoint_done(ctx, message)
+            case _AutoCreated():
+                self._auto_creating.difference_update(message.topics)
+            case _TopicConfigsReady():
+                self._on_topic_configs_ready(ctx, message)
+            case TopicConfigChanged():
+                self.topic_settings[message.topic] = (message.policy, message.log_config)
+                self.hosted.update_topic_config(ctx, message.topic, message.policy, message.log_config)
+            case _RetentionTick():
+                self.log_manager.delete_old_segments(now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
+            case _:
+                assert_never(message)
+
+    # ---------------------------------------------------------------------- request plumbing
+
+    def _count_request(self, ctx: Context[BrokerMessage], kind: str, started_ns: int) -> None:
+        self.request_metrics.count_request(kind, ctx.now_ns - started_ns)
+
+    def _count_error(self, kind: str, error: ErrorCode) -> None:
+        self.request_metrics.count_error(kind, error)
+
+    def _partition_ref(self, tp: TopicPartition) -> ActorRef | None:
+        return self.hosted.ref(tp)
+
+    def _missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
+        return (
+            ErrorCode.NOT_LEADER_OR_FOLLOWER
+            if self.metadata.contains(tp)
+            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        )
+
+    def _new_pending(self, ctx: Context[BrokerMessage], kind: str, request: object) -> PendingRequest:
+        pending = PendingRequest(next(self._request_ids), kind, request, ctx.requester, ctx.now_ns)
+        self.pending[pending.request_id] = pending
+        return pending
+
+    def _ask_partition(
+        self,
+        ctx: Context[BrokerMessage],
+        pending: PendingRequest,
+        tp: TopicPartition,
+        message: object,
+        timeout_ms: int,
+    ) -> None:
+        ref = self._partition_ref(tp)
+        assert ref is not None
+        pending.waiting.add(tp)
+        request_id = pending.request_id
+
+        def adapt(reply: object) -> _PartitionReply:
+            return _PartitionReply(request_id, tp, reply)
+
+        ctx.ask(ref, message, timeout_ms=timeout_ms, on_reply=adapt, on_failure=adapt)
+
+    def _on_partition_reply(self, ctx: Context[BrokerMessage], message: _PartitionReply) -> None:
+        pending = self.pending.get(message.request_id)
+        if pending is None or not pending.record(message.tp, message.reply):
+            return
+        request = pending.request
+        if isinstance(request, ProduceRequest):
+            self._finish_produce(ctx, pending)
+        elif isinstance(request, FetchRequest):
+            self._fetch_partitions_read(ctx, pending)
+        elif isinstance(request, ListOffsetsRequest):
+            self._finish_list_offsets(ctx, pending)
+        elif isinstance(request, OffsetsForLeaderEpochRequest):
+            self._finish_offsets_for_leader_epoch(ctx, pending)
+
+    def _reply(self, ctx: Context[BrokerMessage], pending: PendingRequest, response: object) -> None:
+        self.pending.pop(pending.request_id, None)
+        self._count_request(ctx, pending.kind, pending.started_ns)
+        if pending.requester is not None:
+            ctx.reply_to(pending.requester, response)
+
+    # --------------------------------------------------------------------------------- produce
+
+    def _on_produce(self, ctx: Context[BrokerMessage], request: ProduceRequest) -> None:
+        pending = self._new_pending(ctx, "Produce", request)
+        if request.acks not in (-1, 0, 1):
+            for data in request.partitions:
+                pending.results[data.tp] = ProducePartitionResponse(
+                    topic=data.topic,
+                    partition=data.partition,
+                    error_code=ErrorCode.INVALID_REQUIRED_ACKS,
+                    error_message=f"acks must be -1, 0 or 1, not {request.acks}",
+                )
+            self._finish_produce(ctx, pending)
+            return
+        # An ask per partition; the partition's own timeout answers REQUEST_TIMED_OUT, so ours only
+        # guards against a partition that vanished.
+        ask_timeout_ms = request.timeout_ms + self.config.request_timeout_ms
+        for data in request.partitions:
+            if self._partition_ref(data.tp) is None:
+                error = self._missing_partition_error(data.tp)
+                pending.results[data.tp] = ProducePartitionResponse(
+                    topic=data.topic, partition=data.partition, error_code=error,
+                    error_message=f"partition {data.tp} is not led by broker {self.broker_id}",
+                )  # fmt: skip
+                continue
+            self._ask_partition(
+                ctx,
+                pending,
+                data.tp,
+                AppendRecords(data.records, request.acks, request.timeout_ms),
+                ask_timeout_ms,
+            )
+        if not pending.waiting:
+            self._finish_produce(ctx, pending)
+
+    def _finish_produce(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, ProduceRequest)
+        response = assemble_produce_response(request, pending.results)
+        for partition in response.partitions:
+            if partition.error_code is not ErrorCode.NONE:
+                self._count_error("Produce", partition.error_code)
+        self._reply(ctx, pending, response)
+
+    # ----------------------------------------------------------------------------------- fetch
+
+    def _on_fetch(self, ctx: Context[BrokerMessage], request: FetchRequest) -> None:
+        kind = "FetchFollower" if request.is_from_follower else "FetchConsumer"
+        pending = self._new_pending(ctx, kind, request)
+        self._read_fetch_partitions(ctx, pending, update_follower_state=True)
+
+    def _read_fetch_partitions(
+        self, ctx: Context[BrokerMessage], pending: PendingRequest, *, update_follower_state: bool
+    ) -> None:
+        request = pending.request
+        assert isinstance(request, FetchRequest)
+        pending.results = {}
+        for wanted in request.partitions:
+            if self._partition_ref(wanted.tp) is None:
+                pending.results[wanted.tp] = _fetch_error(wanted.tp, self._missing_partition_error(wanted.tp))
+                continue
+            read = ReadRecords(
+                replica_id=request.replica_id,
+                fetch_offset=wanted.fetch_offset,
+                follower_log_start_offset=wanted.log_start_offset,
+                max_bytes=min(wanted.partition_max_bytes, request.max_bytes),
+                current_leader_epoch=wanted.current_leader_epoch,
+                # Every partition may return at least one batch; the response is trimmed to
+                # max_bytes afterwards (only the first partition with data keeps an oversized batch).
+                min_one_message=True,
+                update_follower_state=update_follower_state,
+            )
+            self._ask_partition(ctx, pending, wanted.tp, read, self.config.replica_socket_timeout_ms)
+        if not pending.waiting:
+            self._fetch_partitions_read(ctx, pending)
+
+    def _fetch_partitions_read(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, FetchRequest)
+        decision = decide_fetch(request, pending.results)
+        if decision.respond or pending.expired:
+            self._finish_fetch(ctx, pending)
+            return
+        # Park it: the partitions tell us at their next change; the timer bounds the wait.
+        if not pending.parked:
+            pending.parked = True
+            ctx.start_timer(
+                ("fetch", pending.request_id), _FetchExpired(pending.request_id), request.max_wait_ms
+            )
+        for wanted in request.partitions:
+            ref = self._partition_ref(wanted.tp)
+            result = pending.results.get(wanted.tp)
+            if ref is not None and isinstance(result, PartitionReadResult):
+                self.watchers.setdefault(wanted.tp, set()).add(pending.request_id)
+                ctx.tell(ref, NotifyOnChange(result.log_end_offset, result.response.high_watermark))
+
+    def _on_partition_changed(self, ctx: Context[BrokerMessage], message: PartitionChanged) -> None:
+        for request_id in self.watchers.pop(message.tp, set()):
+            pending = self.pending.get(request_id)
+            if pending is not None and pending.parked and not pending.waiting:
+                self._unwatch(pending)
+                self._read_fetch_partitions(ctx, pending, update_follower_state=False)
+
+    def _on_fetch_expired(self, ctx: Context[BrokerMessage], message: _FetchExpired) -> None:
+        pending = self.pending.get(message.request_id)
+        if pending is None:
+            return
+        pending.expired = True
+        if not pending.waiting:
+            self._unwatch(pending)
+            self._read_fetch_partitions(ctx, pending, update_follower_state=False)
+
+    def _unwatch(self, pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, FetchRequest)
+        for wanted in request.partitions:
+            watching = self.watchers.get(wanted.tp)
+            if watching is not None:
+                watching.discard(pending.request_id)
+                if not watching:
+                    del self.watchers[wanted.tp]
+
+    def _finish_fetch(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, FetchRequest)
+        if pending.parked:
+            ctx.cancel_timer(("fetch", pending.request_id))
+            self._unwatch(pending)
+        response = assemble_fetch_response(request, pending.results)
+        for partition in response.partitions:
+            if partition.error_code is not ErrorCode.NONE:
+                self._count_error(pending.kind, partition.error_code)
+        self._reply(ctx, pending, response)
+
+    # ------------------------------------------------------------------- epochs and offsets
+
+    def _on_offsets_for_leader_epoch(
+        self, ctx: Context[BrokerMessage], request: OffsetsForLeaderEpochRequest
+    ) -> None:
+        pending = self._new_pending(ctx, "OffsetsForLeaderEpoch", request)
+        for wanted in request.partitions:
+            if self._partition_ref(wanted.tp) is None:
+                pending.results[wanted.tp] = OffsetForLeaderEpochResult(
+                    topic=wanted.topic,
+                    partition=wanted.partition,
+                    error_code=self._missing_partition_error(wanted.tp),
+                )
+                continue
+            message = LastOffsetForLeaderEpoch(
+                request.replica_id, wanted.current_leader_epoch, wanted.leader_epoch
+            )
+            self._ask_partition(ctx, pending, wanted.tp, message, self.config.request_timeout_ms)
+        if not pending.waiting:
+            self._finish_offsets_for_leader_epoch(ctx, pending)
+
+    def _finish_offsets_for_leader_epoch(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, OffsetsForLeaderEpochRequest)
+        self._reply(ctx, pending, assemble_offsets_for_leader_epoch_response(request, pending.results))
+
+    def _on_list_offsets(self, ctx: Context[BrokerMessage], request: ListOffsetsRequest) -> None:
+        pending = self._new_pending(ctx, "ListOffsets", request)
+        for wanted in request.partitions:
+            if self._partition_ref(wanted.tp) is None:
+                pending.results[wanted.tp] = ListOffsetsPartitionResponse(
+                    topic=wanted.topic,
+                    partition=wanted.partition,
+                    error_code=self._missing_partition_error(wanted.tp),
+                )
+                continue
+            message = FetchOffsetForTimestamp(
+                request.replica_id, wanted.timestamp, wanted.current_leader_epoch
+            )
+            self._ask_partition(ctx, pending, wanted.tp, message, self.config.request_timeout_ms)
+        if not pending.waiting:
+            self._finish_list_offsets(ctx, pending)
+
+    def _finish_list_offsets(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
+        request = pending.request
+        assert isinstance(request, ListOffsetsRequest)
+        self._reply(ctx, pending, assemble_list_offsets_response(request, pending.results))
+
+    def _metadata_response(self, ctx: Context[BrokerMessage], request: MetadataRequest) -> MetadataResponse:
+        """Kafka's Metadata; with ``auto.create.topics.enable`` and a request that allows it, named
+        topics that do not exist are created (with the broker defaults) through this node's admin
+        actor and answered LEADER_NOT_AVAILABLE until they have leaders, as Kafka does."""
+        response = self.metadata.response(request.topics)
+        if not (
+            self.config.auto_create_topics_enable and request.allow_auto_topic_creation and request.topics
+        ):
+            return response
+        missing = [
+            t.name
+            for t in response.topics
+            if t.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and validate_topic_name(t.name) is None
+        ]
+        if not missing:
+            return response
+        fresh = [name for name in missing if name not in self._auto_creating]
+        if fresh:
+            self._auto_creating.update(fresh)
+            ctx.ask(
+                ActorRef(node_id=ctx.self_ref.node_id, name=ADMIN_ACTOR_NAME),
+                CreateTopicsRequest(topics=tuple(CreatableTopic(name=name) for name in fresh)),
+                timeout_ms=self.config.request_timeout_ms,
+                on_reply=lambda _reply: _AutoCreated(tuple(fresh)),
+                on_failure=lambda _failure: _AutoCreated(tuple(fresh)),
+            )
+        return dataclasses.replace(
+            response,
+            topics=tuple(
+                dataclasses.replace(t, error_code=ErrorCode.LEADER_NOT_AVAILABLE) if t.name in missing else t
+                for t in response.topics
+            ),
+        )
+
+    # -------------------------------------------------------------------- controller requests
+
+    def _check_controller_epoch(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if broker_epoch != -1 and self.broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.STALE_BROKER_EPOCH
+        return ErrorCode.NONE
+
+    def _on_leader_and_isr(self, ctx: Context[BrokerMessage], request: LeaderAndIsrRequest) -> None:
+        """Kafka reads a new topic's config from ZooKeeper before creating its log; here the
+        request is held (with the controller's later requests, to keep their order) until the
+        configs are read."""
+        self._held.append((request, ctx.requester, ctx.now_ns))
+        self._release_held(ctx)
+
+    def _topic_settings_of(self, topic: str) -> tuple[TopicPolicy, LogConfig]:
+        settings = self.topic_settings.get(topic)
+        if settings is not None:
+            return settings
+        return self.config.topic_policy(), self.log_manager.config_for(topic)
+
+    def _release_held(self, ctx: Context[BrokerMessage]) -> None:
+        while self._held:
+            request, requester, started = self._held[0]
+            missing = (
+                sorted({s.topic for s in request.partition_states} - self.topic_settings.keys())
+                if isinstance(request, LeaderAndIsrRequest) and not self._fixed_topic_config
+                else []
+            )
+            if missing:
+                if not self._loading_topic_configs:
+                    self._loading_topic_configs = True
+                    ctx.ask(
+                        ActorRef(node_id=ctx.self_ref.node_id, name=TOPIC_CONFIGS_ACTOR_NAME),
+                        LoadTopicConfigs(tuple(missing)),
+                        timeout_ms=self.config.request_timeout_ms,
+                        on_reply=lambda reply: _TopicConfigsReady(
+                            reply if isinstance(reply, TopicConfigsLoaded) else None
+                        ),
+                        on_failure=lambda _failure: _TopicConfigsReady(None),
+                    )
+                return
+            self._held.popleft()
+            match request:
+                case LeaderAndIsrRequest():
+                    self._apply_leader_and_isr(ctx, request, requester, started)
+                case UpdateMetadataRequest():
+                    self._apply_update_metadata(ctx, request, requester, started)
+                case StopReplicaRequest():
+                    self._apply_stop_replica(ctx, request, requester, started)
+                case _:
+                    assert_never(request)
+
+    def _on_topic_configs_ready(self, ctx: Context[BrokerMessage], message: _TopicConfigsReady) -> None:
+        self._loading_topic_configs = False
+        if message.loaded is None:
+            ctx.log.warning("topic configs not read yet; LeaderAndIsr waits and asks again")
+        else:
+            self.topic_settings.update(message.loaded.settings)
+        self._release_held(ctx)
+
+    def _apply_leader_and_isr(
+        self,
+        ctx: Context[BrokerMessage],
+        request: LeaderAndIsrRequest,
+        requester: Requester | None,
+        started: int,
+    ) -> None:
+        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
+        if error is not ErrorCode.NONE:
+            ctx.log.warning(
+                "ignoring LeaderAndIsr from controller %d with epoch %d (latest known %d): %s",
+                request.controller_id, request.controller_epoch, self.controller_epoch, error.name,
+            )  # fmt: skip
+            self._count_error("LeaderAndIsr", error)
+            _answer(ctx, requester, LeaderAndIsrResponse(error_code=error))
+            self._count_request(ctx, "LeaderAndIsr", started)
+            return
+        self.controller_epoch = request.controller_epoch
+        for endpoint in request.live_leaders:
+            self.metadata.add_live_broker(endpoint)
+            self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
+        errors = [
+            PartitionError(
+                topic=state.topic,
+                partition=state.partition,
+                error_code=self.hosted.apply(ctx, state),
+            )
+            for state in request.partition_states
+        ]
+        self.hosted.stop_idle_fetchers(ctx)
+        if not self.hw_checkpoint_started:
+            self.hw_checkpoint_started = True
+            ctx.start_periodic_timer(
+                "highwatermark-checkpoint",
+                _CheckpointTick("high-watermark"),
+                self.config.replica_high_watermark_checkpoint_interval_ms,
+            )
+        _answer(ctx, requester, LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
+        self._count_request(ctx, "LeaderAndIsr", started)
+
+    def _apply_update_metadata(
+        self,
+        ctx: Context[BrokerMessage],
+        request: UpdateMetadataRequest,
+        requester: Requester | None,
+        started: int,
+    ) -> None:
+        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
+        if error is not ErrorCode.NONE:
+            self._count_error("UpdateMetadata", error)
+            _answer(ctx, requester, UpdateMetadataResponse(error_code=error))
+            self._count_request(ctx, "UpdateMetadata", started)
+            return
+        self.controller_epoch = request.controller_epoch
+        self.metadata.update(request)
+        if self.registered and any(b.broker_id == self.broker_id for b in request.live_brokers):
+            # The controller has seen this incarnation: the cache now describes the cluster as it
+            # is with this broker in it (what readiness may trust).
+            self.has_current_metadata = True
+        for endpoint in request.live_brokers:
+            self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
+        _answer(ctx, requester, UpdateMetadataResponse(error_code=ErrorCode.NONE))
+        self._count_request(ctx, "UpdateMetadata", started)
+
+    def _apply_stop_replica(
+        self,
+        ctx: Context[BrokerMessage],
+        request: StopReplicaRequest,
+        requester: Requester | None,
+        started: int,
+    ) -> None:
+        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
+        if error is not ErrorCode.NONE:
+            self._count_error("StopReplica", error)
+            _answer(ctx, requester, StopReplicaResponse(error_code=error))
+            self._count_request(ctx, "StopReplica", started)
+            return
+        self.controller_epoch = request.controller_epoch
+        for tp in request.partitions:
+            self.hosted.stop(ctx, tp, delete=request.delete_partitions)
+            if request.delete_partitions:
+                # A topic deleted (and maybe created again) must not keep its old overrides.
+                self.topic_settings.pop(tp.topic, None)
+        self.hosted.stop_idle_fetchers(ctx)
+        _answer(
+            ctx,
+            requester,
+            StopReplicaResponse(
+                error_code=ErrorCode.NONE,
+                partitions=tuple(
+                    PartitionError(topic=tp.topic, partition=tp.partition, error_code=ErrorCode.NONE)
+                    for tp in request.partitions
+                ),
+            ),
+        )
+        self._count_request(ctx, "StopReplica", started)
+
+    # --------------------------------------------------------------------------- registration
+
+    def _on_registered(self, ctx: Context[BrokerMessage], message: BrokerRegistered) -> None:
+        self.registered = True
+        self.broker_epoch = message.broker_epoch
+        ctx.log.info(
+            "registered in ZooKeeper as broker %d (broker epoch %d)", message.broker_id, message.broker_epoch
+        )
+
+    def _on_session_lost(self, ctx: Context[BrokerMessage]) -> None:
+        self.registered = False
+        self.has_current_metadata = False
+        self.zookeeper_expires_total += 1
+        ctx.log.warning("ZooKeeper session expired; the registration will be re-created")
+
+    # ---------------------------------------------------------------------- replica manager
+
+    def _on_isr_expiration_tick(self, ctx: Context[BrokerMessage]) -> None:
+        for ref in self.hosted.led():
+            ctx.tell(ref, MaybeShrinkIsr())
+
+    def _on_propagation_tick(self, ctx: Context[BrokerMessage]) -> None:
+        propagation = self.propagation
+        assert propagation is not None
+        check = propagation.check(ctx.now_ms)
+        if not check.partitions:
+            return
+        data = zk_data.encode_isr_change_notification(
+            zk_data.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in check.partitions
+        )
+        coordinator = self.coordinator
+
+        async def write() -> CreateResult:
+            return await coordinator.create(zk_data.isr_change_notification_path(), data, sequential=True)
+
+        ctx.pipe_to_self(write, lambda _: _PropagationDone(None), lambda error: _PropagationDone(error))
+
+    def _on_propagation_done(self, ctx: Context[BrokerMessage], message: _PropagationDone) -> None:
+        propagation = self.propagation
+        assert propagation is not None
+        if message.error is None:
+            propagation.propagated(ctx.now_ms)
+        else:
+            ctx.log.warning("could not write an ISR change notification: %r", message.error)
+            propagation.failed()
+
+    def _start_checkpoint(self, ctx: Context[BrokerMessage], kind: str) -> None:
+        if kind in self._checkpoints_in_flight:
+            return
+        if kind == "high-watermark":
+            job = self.log_manager.high_watermark_checkpoint()
+        elif kind == "recovery-point":
+            job = self.log_manager.recovery_point_checkpoint()
+        else:
+            job = self.log_manager.log_start_offset_checkpoint()
+        self._checkpoints_in_flight.add(kind)
+        ctx.pipe_blocking_to_self(
+            job.run, lambda _: _CheckpointDone(kind, None), lambda e: _CheckpointDone(kind, e)
+        )
+
+    def _on_checkpoint_done(self, ctx: Context[BrokerMessage], message: _CheckpointDone) -> None:
+        self._checkpoints_in_flight.discard(message.kind)
+        if message.error is not None:
+            # Kafka marks the log dir offline; we crash and let supervision restart the broker actor.
+            raise message.error
+
+    # ------------------------------------------------------------------------------ statistics
+
+    def statistics(self) -> BrokerStatistics:
+        propagation = self.propagation
+        metrics = self.request_metrics
+        return BrokerStatistics(
+            broker_id=self.broker_id,
+            broker_state=self.state,
+            broker_epoch=self.broker_epoch,
+            registered=self.registered,
+            controller_epoch=self.controller_epoch,
+            controller_id=self.metadata.controller_id,
+            live_brokers=tuple(sorted(self.metadata.live_brokers)),
+            hosted_partitions=len(self.hosted),
+            fetchers=len(self.hosted.fetcher_manager),
+            parked_fetches=sum(1 for p in self.pending.values() if p.parked),
+            pending_requests=len(self.pending),
+            propagation_outcomes={o.value: n for o, n in propagation.outcomes.items()} if propagation else {},
+            pending_isr_changes=propagation.pending if propagation else 0,
+            propagation_failures_total=propagation.propagation_failures_total if propagation else 0,
+            propagation_delay=propagation.delay_seconds.snapshot() if propagation else Histogram().snapshot(),
+            request_durations={kind: h.snapshot() for kind, h in metrics.request_durations.items()},
+            requests_total=dict(metrics.requests_total),
+            request_errors_total=dict(metrics.request_errors_total),
+            zookeeper_expires_total=self.zookeeper_expires_total,
+            zookeeper_disconnects_total=self.zookeeper_disconnects_total,
+            followed_out_of_isr=self._followed_out_of_isr(),
+            has_current_metadata=self.has_current_metadata,
+        )
+
+    def _followed_out_of_isr(self) -> tuple[str, ...]:
+        """Partitions with a live leader that name this broker as a replica but not in their ISR,
+        per the controller's latest UpdateMetadata."""
+        me = self.broker_id
+        return tuple(
+            sorted(
+                str(tp)
+                for tp, state in self.metadata.partitions.items()
+                if me in state.replicas and me not in state.isr and state.leader >= 0 and state.leader != me
+            )
+        )
+
+
+def _fetch_error(tp: TopicPartition, error: ErrorCode) -> PartitionReadResult:
+    return PartitionReadResult(
+        FetchPartitionResponse(topic=tp.topic, partition=tp.partition, error_code=error)
+    )

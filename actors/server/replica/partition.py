@@ -1,0 +1,745 @@
+"""PartitionActor: one partition replica on one broker — its log, its role, produce and fetch paths.
+
+Theory of operation
+-------------------
+The actor owns the partition's ``Log`` (storage) and its ``PartitionState`` (pure rules, see
+``partition_state.py``). The broker actor tells it its role (``BecomeLeader``/``BecomeFollower``,
+already fenced on controller and leader epochs), routes Kafka requests to it per partition, and
+ticks ``MaybeShrinkIsr`` every ``replica.lag.time.max.ms / 2``. The replica fetcher of this broker
+drives the follower side (truncation, appends). Everything is one mailbox: the reader/writer lock of
+Kafka's ``Partition`` becomes "one message at a time, no awaits".
+
+Leader:
+* ``AppendRecords`` (produce): acks=-1 is refused with NOT_ENOUGH_REPLICAS when the committed ISR is
+  below ``min.insync.replicas``; otherwise the batch is appended as leader (offsets from the LEO,
+  epoch stamped), the HW is re-evaluated (it moves at once when the ISR is just the leader), and an
+  acks=-1 append waits in the produce purgatory until HW ≥ its last offset + 1.
+* ``ReadRecords`` (fetch): consumers read below the HW, followers below the LEO. The HW, LEO and log
+  start offset are captured before the read. A follower fetch then updates that follower's progress
+  (§3.3), may start an ISR expansion (§4, using the HW before this fetch's increment) and may move the
+  HW (§5.1) — in that order, as Kafka 2.4 does.
+* ISR changes are conditional ZooKeeper writes on the cached zkVersion, performed outside the actor
+  (``pipe_to_self``, the I/O in ``partition_state_store.py``). While one is in flight no other
+  starts, and the HW is computed over the maximal ISR. BADVERSION is checked by re-reading the znode
+  (a retried write that landed counts as success); any other outcome is a failed update (counted)
+  and the committed ISR stays as it was.
+* Whenever the HW moves, waiting acks=-1 produces complete; whenever data or the HW changes and the
+  broker asked (``NotifyOnChange``), the broker gets one ``PartitionChanged`` to re-check parked
+  fetches.
+
+Follower (the handlers live in ``partition_follower.py``):
+* The fetcher asks for the log's latest epoch (``GetFollowerLogState``), reports the leader's
+  OffsetsForLeaderEpoch answer (``TruncateOnLeaderEpoch``, decided by ``truncation.py``), and appends
+  fetched batches byte for byte (``AppendAsFollower``), after which the follower HW becomes
+  min(leader HW, LEO). Every follower-side request names the leader epoch it was built for; a request
+  for another epoch, or reaching a partition that is no longer a follower, is refused with
+  FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER, so a fetcher can never apply data across a
+  leadership change.
+
+Statistics: ``partition_statistics.py``.
+
+What this actor deliberately does not do: choose leaders (the controller), fence LeaderAndIsr
+epochs (the broker does, before telling the partition), park fetches spanning partitions (the broker).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeAlias, assert_never
+
+from actors.common.errors import ErrorCode
+from actors.common.protocol import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    NO_PARTITION_LEADER_EPOCH,
+    FetchPartitionResponse,
+    ListOffsetsPartitionResponse,
+    OffsetForLeaderEpochResult,
+)
+from actors.common.types import TopicPartition
+from actors.server.config import BrokerConfig
+from actors.server.replica import follower as follower
+from actors.server.replica.messages import (
+    AppendAsFollower,
+    AppendRecords,
+    BecomeFollower,
+    BecomeLeader,
+    FetchOffsetForTimestamp,
+    GetFollowerLogState,
+    IsrChangeRecorded,
+    LastOffsetForLeaderEpoch,
+    MaybeShrinkIsr,
+    NotifyOnChange,
+    PartitionAppendResult,
+    PartitionChanged,
+    PartitionCommand,
+    PartitionReadResult,
+    ReadRecords,
+    StopReplica,
+    TruncateFullyAndStartAt,
+    TruncateOnLeaderEpoch,
+    TruncateTo,
+    UpdateTopicConfig,
+)
+from actors.server.replica.partition_state import LeaderAndIsr, PartitionState
+from actors.server.replica.purgatory import DelayedProduce, ProducePurgatory
+from actors.server.replica.state_store import conditional_isr_write
+from actors.server.replica.statistics import PartitionCounters, PartitionStatistics
+from runtime.actor import Actor
+from runtime.context import Context
+from runtime.coordination.base import Coordinator
+from runtime.errors import StorageError
+from runtime.logging import state_change
+from runtime.ref import ActorRef
+from runtime.storage.config import LogConfig
+from runtime.storage.errors import OffsetOutOfRangeError
+from runtime.storage.log import FlushJob, Log
+from runtime.storage.log_manager import LogManager
+
+__all__ = ["PartitionActor", "PartitionMessage", "PartitionStatistics"]
+
+
+# ----------------------------------------------------------------------------- private messages
+
+
+@dataclass(frozen=True, slots=True)
+class _IsrWriteDone:
+    proposal: LeaderAndIsr
+    expanding: bool
+    new_zk_version: int | None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _ProduceExpired:
+    produce_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class _FlushDone:
+    job: FlushJob
+    error: Exception | None = None
+
+
+PartitionMessage: TypeAlias = PartitionCommand | _IsrWriteDone | _ProduceExpired | _FlushDone
+
+
+def _error_code_of(error: StorageError) -> ErrorCode:
+    name = getattr(error, "error_name", "UNKNOWN_SERVER_ERROR")
+    try:
+        return ErrorCode[name]
+    except KeyError:
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class PartitionActor(Actor[PartitionMessage]):
+    def __init__(
+        self,
+        *,
+        tp: TopicPartition,
+        config: BrokerConfig,
+        log_manager: LogManager,
+        coordinator: Coordinator,
+        broker: ActorRef,
+        initial_role: Callable[[], BecomeLeader | BecomeFollower | None] | None = None,
+    ) -> None:
+        self.tp = tp
+        self._initial_role = initial_role
+        self.config = config
+        self.log_manager = log_manager
+        self.coordinator = coordinator
+        self.broker = broker
+        self.state = PartitionState(tp, config.broker_id)
+        self.policy = config.topic_policy()
+        self.log: Log | None = log_manager.get_log(tp)
+        self.purgatory = ProducePurgatory()
+        self.counters = PartitionCounters()
+        self._produce_ids = itertools.count(1)
+        self._notify_broker_on_change = False
+        self._flush_in_flight = False
+        self._flush_wanted_up_to: int | None = None
+
+    # -------------------------------------------------------------------------------- dispatch
+
+    def receive(self, ctx: Context[PartitionMessage], message: PartitionMessage) -> None:
+        match message:
+            case BecomeLeader():
+                self._on_become_leader(ctx, message)
+            case BecomeFollower():
+                self._on_become_follower(ctx, message)
+            case StopReplica():
+                self._on_stop_replica(ctx, message)
+            case UpdateTopicConfig():
+                self.policy = message.policy
+                if self.log is not None:
+                    self.log.update_config(message.log_config)
+            case MaybeShrinkIsr():
+                self._on_maybe_shrink_isr(ctx)
+            case NotifyOnChange():
+                self._on_notify_on_change(ctx, message)
+            case AppendRecords():
+                self._on_append_records(ctx, message)
+            case ReadRecords():
+                self._on_read_records(ctx, message)
+            case LastOffsetForLeaderEpoch():
+                self._on_last_offset_for_leader_epoch(ctx, message)
+            case FetchOffsetForTimestamp():
+                self._on_fetch_offset_for_timestamp(ctx, message)
+            case GetFollowerLogState():
+                ctx.reply(follower.log_state(self.state, self.log, message))
+            case TruncateOnLeaderEpoch():
+                ctx.reply(
+                    follower.truncate_on_leader_epoch(ctx, self.state, self.log, self.log_manager, message)
+                )
+            case TruncateTo():
+                ctx.reply(follower.truncate_to(ctx, self.state, self.log, self.log_manager, message))
+            case TruncateFullyAndStartAt():
+                ctx.reply(
+                    follower.truncate_fully_and_start_at(ctx, self.state, self.log, self.log_manager, message)
+                )
+            case AppendAsFollower():
+                self._on_append_as_follower(ctx, message)
+            case _IsrWriteDone():
+                self._on_isr_write_done(ctx, message)
+            case _ProduceExpired():
+                self._on_produce_expired(ctx, message)
+            case _FlushDone():
+                self._on_flush_done(ctx, message)
+            case _:
+                assert_never(message)
+
+    def on_start(self, ctx: Context[PartitionMessage]) -> None:
+        # The broker's last word on our role (also after a supervisor restart, which loses it).
+        role = self._initial_role() if self._initial_role is not None else None
+        if isinstance(role, BecomeLeader):
+            self._on_become_leader(ctx, role)
+        elif isinstance(role, BecomeFollower):
+            self._on_become_follower(ctx, role)
+
+    def on_stop(self, ctx: Context[PartitionMessage]) -> None:
+        self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+    # ------------------------------------------------------------------------------ role changes
+
+    def _ensure_log(self, ctx: Context[PartitionMessage], log_config: LogConfig) -> Log:
+        if self.log is None:
+            self.log = self.log_manager.get_or_create_log(
+                self.tp, log_config, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms
+            )
+        if self.log.config != log_config:
+            # A log loaded at start-up has the broker defaults: the topic's overrides apply now.
+            self.log.update_config(log_config)
+        return self.log
+
+    def _on_become_leader(self, ctx: Context[PartitionMessage], message: BecomeLeader) -> None:
+        state = message.state
+        log = self._ensure_log(ctx, message.log_config)
+        self.policy = message.policy
+        previous = self._describe_role()
+        self.state.make_leader(
+            controller_epoch=state.controller_epoch,
+            leader_epoch=state.leader_epoch,
+            isr=frozenset(state.isr),
+            assigned_replicas=state.replicas,
+            zk_version=state.zk_version,
+            leader_log_end_offset=log.log_end_offset,
+            now_ms=ctx.now_ms,
+        )
+        # KIP-279: cache the new epoch at once, so followers asking about it get an answer even
+        # before this leader writes anything in it.
+        log.leader_epoch_cache.assign(state.leader_epoch, log.log_end_offset)
+        state_change(
+            ctx.log, str(self.tp), previous, self._describe_role(), "LeaderAndIsr",
+            isr=list(state.isr), zk_version=state.zk_version, log_end_offset=log.log_end_offset,
+        )  # fmt: skip
+        self._maybe_increment_high_watermark(ctx)
+        self._changed(ctx)
+
+    def _on_become_follower(self, ctx: Context[PartitionMessage], message: BecomeFollower) -> None:
+        state = message.state
+        log = self._ensure_log(ctx, message.log_config)
+        self.policy = message.policy
+        previous = self._describe_role()
+        self.state.make_follower(
+            controller_epoch=state.controller_epoch,
+            leader_id=state.leader,
+            leader_epoch=state.leader_epoch,
+            assigned_replicas=state.replicas,
+            zk_version=state.zk_version,
+        )
+        # Produces waiting for acks on a leader that is no more can never be answered for sure.
+        self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        state_change(
+            ctx.log, str(self.tp), previous, self._describe_role(), "LeaderAndIsr",
+            high_watermark=log.high_watermark, log_end_offset=log.log_end_offset,
+        )  # fmt: skip
+        self._changed(ctx)
+
+    def _on_stop_replica(self, ctx: Context[PartitionMessage], message: StopReplica) -> None:
+        previous = self._describe_role()
+        self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        self.state.make_offline()
+        if message.delete and self.log is not None:
+            self.log_manager.delete_log(self.tp)
+            self.log = None
+        state_change(ctx.log, str(self.tp), previous, "offline", "StopReplica", delete=message.delete)
+        self._changed(ctx)
+        ctx.stop_self()
+
+    def _describe_role(self) -> str:
+        state = self.state
+        return f"{state.role.value}(epoch={state.leader_epoch}, leader={state.leader_id})"
+
+    # ------------------------------------------------------------------------------- produce
+
+    def _on_append_records(self, ctx: Context[PartitionMessage], message: AppendRecords) -> None:
+        self.counters.produce_requests_total += 1
+        log = self.log
+        if not self.state.is_leader or log is None:
+            self._reply_append_error(
+                ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.config.broker_id} is not the leader"
+            )
+            return
+        if message.acks == -1 and len(self.state.isr) < self.policy.min_insync_replicas:
+            self._reply_append_error(
+                ctx,
+                ErrorCode.NOT_ENOUGH_REPLICAS,
+                f"the ISR {sorted(self.state.isr)} is smaller than min.insync.replicas "
+                f"{self.policy.min_insync_replicas}",
+            )
+            return
+        try:
+            info = log.append_as_leader(
+                message.records, self.state.leader_epoch, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms
+            )
+        except StorageError as error:
+            self._reply_append_error(ctx, _error_code_of(error), str(error))
+            return
+        if info.first_offset < 0:
+            ctx.reply(PartitionAppendResult(ErrorCode.NONE, log_start_offset=log.log_start_offset))
+            return
+        if not info.duplicate:
+            self.counters.bytes_in_total += info.valid_bytes
+            self.counters.messages_in_total += info.record_count
+        if info.flush_up_to_offset is not None:
+            self._request_flush(ctx, info.flush_up_to_offset)
+        result = PartitionAppendResult(
+            ErrorCode.NONE,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            log_start_offset=log.log_start_offset,
+            record_count=info.record_count,
+        )
+        self._maybe_increment_high_watermark(ctx)
+        self._changed(ctx)
+        if message.acks != -1:
+            ctx.reply(result)
+            return
+        required_offset = info.last_offset + 1
+        if log.high_watermark >= required_offset:
+            ctx.reply(self._acked(result))
+            return
+        requester = ctx.requester
+        if requester is None:
+            return  # a tell cannot be answered; the data is appended all the same
+        produce = DelayedProduce(
+            produce_id=next(self._produce_ids),
+            requester=requester,
+            required_offset=required_offset,
+            base_offset=info.first_offset,
+            log_append_time_ms=info.log_append_time_ms,
+            record_count=info.record_count,
+            created_ms=ctx.now_ms,
+        )
+        self.purgatory.add(produce)
+        ctx.start_timer(
+            ("produce", produce.produce_id), _ProduceExpired(produce.produce_id), message.timeout_ms
+        )
+
+    def _reply_append_error(self, ctx: Context[PartitionMessage], error: ErrorCode, text: str) -> None:
+        self.counters.failed_produce_requests_total += 1
+        log_start = self.log.log_start_offset if self.log is not None else -1
+        if ctx.requester is not None:
+            ctx.reply(PartitionAppendResult(error, log_start_offset=log_start, error_message=text))
+
+    def _acked(self, result: PartitionAppendResult) -> PartitionAppendResult:
+        """An acks=-1 append the HW has reached: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
+        if len(self.state.isr) >= self.policy.min_insync_replicas:
+            return result
+        return PartitionAppendResult(
+            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+            base_offset=result.base_offset,
+            log_append_time_ms=result.log_append_time_ms,
+            log_start_offset=result.log_start_offset,
+            error_message=f"the ISR {sorted(self.state.isr)} shrank below min.insync.replicas "
+            f"{self.policy.min_insync_replicas} (the data is in the log)",
+            record_count=result.record_count,
+        )
+
+    def _complete_delayed_produces(self, ctx: Context[PartitionMessage]) -> None:
+        log = self.log
+        if log is None or not len(self.purgatory):
+            return
+        for produce in self.purgatory.complete_up_to(log.high_watermark):
+            ctx.cancel_timer(("produce", produce.produce_id))
+            ctx.reply_to(
+                produce.requester,
+                self._acked(
+                    PartitionAppendResult(
+                        ErrorCode.NONE,
+                        base_offset=produce.base_offset,
+                        log_append_time_ms=produce.log_append_time_ms,
+                        log_start_offset=log.log_start_offset,
+                        record_count=produce.record_count,
+                    )
+                ),
+            )
+
+    def _on_produce_expired(self, ctx: Context[PartitionMessage], message: _ProduceExpired) -> None:
+        produce = self.purgatory.expire(message.produce_id)
+        if produce is None:
+            return
+        self.counters.delayed_produce_expires_total += 1
+        ctx.reply_to(
+            produce.requester,
+            PartitionAppendResult(
+                ErrorCode.REQUEST_TIMED_OUT,
+                base_offset=produce.base_offset,
+                error_message=f"the high watermark did not reach {produce.required_offset} in time "
+                "(the records are in the leader's log; their fate is unknown)",
+            ),
+        )
+
+    def _fail_delayed_produces(self, ctx: Context[PartitionMessage], error: ErrorCode) -> None:
+        for produce in self.purgatory.drain():
+            ctx.cancel_timer(("produce", produce.produce_id))
+            ctx.reply_to(
+                produce.requester,
+                PartitionAppendResult(error, error_message=f"partition {self.tp} is no longer led here"),
+            )
+
+    # --------------------------------------------------------------------------------- fetch
+
+    def _check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """KIP-320 fencing of a request that names the leader epoch it expects."""
+        if current_leader_epoch == NO_PARTITION_LEADER_EPOCH:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.state.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch > self.state.leader_epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        return ErrorCode.NONE
+
+    def _fetch_error(self, error: ErrorCode, text: str) -> PartitionReadResult:
+        return PartitionReadResult(
+            FetchPartitionResponse(
+                topic=self.tp.topic, partition=self.tp.partition, error_code=error, error_message=text
+            )
+        )
+
+    def _on_read_records(self, ctx: Context[PartitionMessage], message: ReadRecords) -> None:
+        if message.update_follower_state:
+            self.counters.fetch_requests_total += 1
+        log = self.log
+        # The epoch first, then the leadership (Kafka's localLogWithEpochOrException): a client
+        # on an older epoch is fenced even by a replica that is no longer leader.
+        epoch_error = self._check_leader_epoch(message.current_leader_epoch)
+        if epoch_error is not ErrorCode.NONE:
+            self.counters.failed_fetch_requests_total += 1
+            ctx.reply(self._fetch_error(epoch_error, f"request epoch {message.current_leader_epoch}, "
+                                        f"leader epoch {self.state.leader_epoch}"))  # fmt: skip
+            return
+        if not self.state.is_leader or log is None:
+            self.counters.failed_fetch_requests_total += 1
+            ctx.reply(
+                self._fetch_error(
+                    ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.config.broker_id} is not the leader"
+                )
+            )
+            return
+        from_follower = message.replica_id >= 0
+        replica = self.state.remote_replicas.get(message.replica_id) if from_follower else None
+        high_watermark = log.high_watermark
+        log_end_offset = log.log_end_offset
+        log_start_offset = log.log_start_offset
+        if from_follower and replica is None:
+            # Not an assigned replica: it gets nothing, and nothing about it is recorded.
+            ctx.reply(PartitionReadResult(self._fetch_response(high_watermark, log_start_offset, b"")))
+            return
+        try:
+            info = log.read(
+                message.fetch_offset,
+                message.max_bytes,
+                None if from_follower else high_watermark,
+                message.min_one_message,
+            )
+        except OffsetOutOfRangeError as error:
+            self.counters.failed_fetch_requests_total += 1
+            response = FetchPartitionResponse(
+                topic=self.tp.topic, partition=self.tp.partition, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
+                high_watermark=high_watermark, log_start_offset=log_start_offset, error_message=str(error),
+            )  # fmt: skip
+            ctx.reply(PartitionReadResult(response))
+            return
+        advanced = False
+        if replica is not None:
+            advanced = high_watermark > replica.last_sent_high_watermark
+            self.counters.replication_bytes_out_total += len(info.records)
+            if message.update_follower_state:
+                previous_log_end_offset = replica.log_end_offset
+                replica.update_fetch_state(
+                    fetch_offset=message.fetch_offset,
+                    follower_log_start_offset=message.follower_log_start_offset,
+                    leader_end_offset=log_end_offset,
+                    fetch_time_ms=ctx.now_ms,
+                    high_watermark_sent=high_watermark,
+                )
+                if self.state.expansion_candidate(message.replica_id, log.high_watermark):
+                    self._write_isr(ctx, self.state.begin_expand(message.replica_id), expanding=True)
+                if replica.log_end_offset != previous_log_end_offset:
+                    self._maybe_increment_high_watermark(ctx)
+            else:
+                replica.last_sent_high_watermark = high_watermark
+        else:
+            self.counters.bytes_out_total += len(info.records)
+        ctx.reply(
+            PartitionReadResult(
+                self._fetch_response(high_watermark, log_start_offset, info.records),
+                high_watermark_advanced_for_follower=advanced,
+                log_end_offset=log_end_offset,
+            )
+        )
+
+    def _fetch_response(
+        self, high_watermark: int, log_start_offset: int, records: bytes
+    ) -> FetchPartitionResponse:
+        return FetchPartitionResponse(
+            topic=self.tp.topic,
+            partition=self.tp.partition,
+            error_code=ErrorCode.NONE,
+            high_watermark=high_watermark,
+            last_stable_offset=high_watermark,
+            log_start_offset=log_start_offset,
+            records=records,
+        )
+
+    def _on_last_offset_for_leader_epoch(
+        self, ctx: Context[PartitionMessage], message: LastOffsetForLeaderEpoch
+    ) -> None:
+        """The leader side of OffsetsForLeaderEpoch (§7.4), answered from the epoch cache."""
+
+        def result(error: ErrorCode, epoch: int = -1, offset: int = -1) -> OffsetForLeaderEpochResult:
+            return OffsetForLeaderEpochResult(
+                topic=self.tp.topic,
+                partition=self.tp.partition,
+                error_code=error,
+                leader_epoch=epoch,
+                end_offset=offset,
+            )
+
+        epoch_error = self._check_leader_epoch(message.current_leader_epoch)
+        if epoch_error is not ErrorCode.NONE:
+            ctx.reply(result(epoch_error))
+            return
+        log = self.log
+        if not self.state.is_leader or log is None:
+            ctx.reply(result(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            return
+        found = log.end_offset_for_epoch(message.leader_epoch)
+        ctx.reply(result(ErrorCode.NONE) if found is None else result(ErrorCode.NONE, found[0], found[1]))
+
+    def _on_fetch_offset_for_timestamp(
+        self, ctx: Context[PartitionMessage], message: FetchOffsetForTimestamp
+    ) -> None:
+        def result(error: ErrorCode, offset: int = -1, text: str = "") -> ListOffsetsPartitionResponse:
+            return ListOffsetsPartitionResponse(
+                topic=self.tp.topic, partition=self.tp.partition, error_code=error, offset=offset,
+                leader_epoch=self.state.leader_epoch if error is ErrorCode.NONE else -1,
+            )  # fmt: skip
+
+        epoch_error = self._check_leader_epoch(message.current_leader_epoch)
+        if epoch_error is not ErrorCode.NONE:
+            ctx.reply(result(epoch_error))
+            return
+        log = self.log
+        if not self.state.is_leader or log is None:
+            ctx.reply(result(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            return
+        if message.timestamp == EARLIEST_TIMESTAMP:
+            ctx.reply(result(ErrorCode.NONE, log.log_start_offset))
+        elif message.timestamp == LATEST_TIMESTAMP:
+            if message.replica_id >= 0:
+                ctx.reply(result(ErrorCode.NONE, log.log_end_offset))
+            else:
+                epoch_start = self.state.leader_epoch_start_offset
+                if epoch_start is not None and log.high_watermark < epoch_start:
+                    # A new leader whose HW has not reached its own epoch yet (Kafka 2.3+).
+                    ctx.reply(result(ErrorCode.OFFSET_NOT_AVAILABLE))
+                else:
+                    ctx.reply(result(ErrorCode.NONE, log.high_watermark))
+        else:
+            ctx.reply(result(ErrorCode.INVALID_REQUEST))
+
+    # -------------------------------------------------------------------------- follower side
+
+    def _on_append_as_follower(self, ctx: Context[PartitionMessage], message: AppendAsFollower) -> None:
+        result, flush_up_to_offset = follower.append_as_follower(ctx, self.state, self.log, message)
+        self.counters.replication_bytes_in_total += result.appended_bytes
+        if flush_up_to_offset is not None:
+            self._request_flush(ctx, flush_up_to_offset)
+        ctx.reply(result)
+
+    # ----------------------------------------------------------------------------- ISR changes
+
+    def _on_maybe_shrink_isr(self, ctx: Context[PartitionMessage]) -> None:
+        log = self.log
+        if log is None:
+            return
+        out_of_sync = self.state.out_of_sync_replicas(
+            log.log_end_offset, ctx.now_ms, self.config.replica_lag_time_max_ms
+        )
+        if not out_of_sync:
+            return
+        for broker_id in sorted(out_of_sync):
+            replica = self.state.remote_replicas[broker_id]
+            ctx.log.info(
+                "%s: shrinking ISR: replica %d is out of sync "
+                "(log end offset %d, leader %d, last caught up %s ms ago)",
+                self.tp, broker_id, replica.log_end_offset, log.log_end_offset,
+                None if replica.last_caught_up_time_ms is None
+                else ctx.now_ms - replica.last_caught_up_time_ms,
+            )  # fmt: skip
+        self._write_isr(ctx, self.state.begin_shrink(out_of_sync), expanding=False)
+
+    def _write_isr(self, ctx: Context[PartitionMessage], proposal: LeaderAndIsr, *, expanding: bool) -> None:
+        """Conditionally write the partition state znode; the outcome comes back as _IsrWriteDone."""
+        operation = conditional_isr_write(self.coordinator, self.tp, proposal)
+
+        def failed(error: Exception) -> _IsrWriteDone:
+            return _IsrWriteDone(proposal, expanding, None, reason=f"{type(error).__name__}: {error}")
+
+        ctx.pipe_to_self(operation, lambda version: _IsrWriteDone(proposal, expanding, version), failed)
+
+    def _on_isr_write_done(self, ctx: Context[PartitionMessage], message: _IsrWriteDone) -> None:
+        state = self.state
+        proposal = message.proposal
+        if (
+            not state.is_leader
+            or state.leader_epoch != proposal.leader_epoch
+            or not state.isr_change_in_flight
+        ):
+            return  # the role changed while the write was in flight; the controller's state rules
+        previous_isr = sorted(state.isr)
+        if message.new_zk_version is not None:
+            state.complete_isr_change(proposal, message.new_zk_version)
+            if message.expanding:
+                self.counters.isr_expands_total += 1
+            else:
+                self.counters.isr_shrinks_total += 1
+            state_change(
+                ctx.log, str(self.tp), f"isr={previous_isr}", f"isr={list(proposal.isr)}",
+                "expand" if message.expanding else "shrink", zk_version=message.new_zk_version,
+            )  # fmt: skip
+            ctx.tell(self.broker, IsrChangeRecorded(self.tp))
+        else:
+            state.abort_isr_change()
+            self.counters.failed_isr_updates_total += 1
+            ctx.log.warning(
+                "%s: cached zkVersion %d not equal to that in ZooKeeper, skip updating ISR to %s%s",
+                self.tp, proposal.zk_version, list(proposal.isr),
+                f" ({message.reason})" if message.reason else "",
+            )  # fmt: skip
+        # Whatever happened, the ISR may now allow the HW to move (a shrink to just the leader).
+        self._maybe_increment_high_watermark(ctx)
+
+    # ------------------------------------------------------------------------------------ HW
+
+    def _maybe_increment_high_watermark(self, ctx: Context[PartitionMessage]) -> None:
+        log = self.log
+        if log is None or not self.state.is_leader:
+            return
+        candidate = self.state.high_watermark_candidate(
+            log.log_end_offset, ctx.now_ms, self.config.replica_lag_time_max_ms
+        )
+        if log.maybe_increment_high_watermark(max(candidate, 0)):
+            self._complete_delayed_produces(ctx)
+            self._changed(ctx)
+
+    def _on_notify_on_change(self, ctx: Context[PartitionMessage], message: NotifyOnChange) -> None:
+        log = self.log
+        if (
+            log is None
+            or not self.state.is_leader
+            or log.log_end_offset != message.seen_log_end_offset
+            or log.high_watermark != message.seen_high_watermark
+        ):
+            ctx.tell(self.broker, PartitionChanged(self.tp))
+            return
+        self._notify_broker_on_change = True
+
+    def _changed(self, ctx: Context[PartitionMessage]) -> None:
+        """New data, a new HW or a new role: wake the broker's parked fetches if it asked."""
+        if self._notify_broker_on_change:
+            self._notify_broker_on_change = False
+            ctx.tell(self.broker, PartitionChanged(self.tp))
+
+    # --------------------------------------------------------------------------------- flush
+
+    def _request_flush(self, ctx: Context[PartitionMessage], up_to_offset: int) -> None:
+        """Start an fsync up to ``up_to_offset`` off the event loop (one at a time, coalesced)."""
+        self._flush_wanted_up_to = max(self._flush_wanted_up_to or 0, up_to_offset)
+        if self._flush_in_flight or self.log is None:
+            return
+        job = self.log.begin_flush(self._flush_wanted_up_to)
+        self._flush_wanted_up_to = None
+        self._flush_in_flight = True
+        ctx.pipe_blocking_to_self(job.run, lambda _: _FlushDone(job), lambda error: _FlushDone(job, error))
+
+    def _on_flush_done(self, ctx: Context[PartitionMessage], message: _FlushDone) -> None:
+        self._flush_in_flight = False
+        if message.error is not None:
+            # An fsync failure means the disk cannot be trusted: crash, and let supervision act.
+            raise message.error
+        if self.log is not None:
+            self.log.complete_flush(message.job, now_ms=ctx.now_ms)
+        if self._flush_wanted_up_to is not None:
+            self._request_flush(ctx, self._flush_wanted_up_to)
+
+    # ---------------------------------------------------------------------------- statistics
+
+    def statistics(self) -> PartitionStatistics:
+        log = self.log
+        log_stats = log.statistics() if log is not None else None
+        state = self.state
+        counters = self.counters
+        return PartitionStatistics(
+            tp=self.tp,
+            role=state.role,
+            leader_id=state.leader_id,
+            leader_epoch=state.leader_epoch,
+            isr=state.ordered(state.isr),
+            assigned_replicas=state.assigned_replicas,
+            min_insync_replicas=self.policy.min_insync_replicas,
+            log_start_offset=log_stats.log_start_offset if log_stats else -1,
+            log_end_offset=log_stats.log_end_offset if log_stats else -1,
+            high_watermark=log_stats.high_watermark if log_stats else -1,
+            size_bytes=log_stats.size_in_bytes if log_stats else 0,
+            segment_count=log_stats.segment_count if log_stats else 0,
+            isr_change_in_flight=state.isr_change_in_flight,
+            delayed_produces=len(self.purgatory),
+            isr_shrinks_total=counters.isr_shrinks_total,
+            isr_expands_total=counters.isr_expands_total,
+            failed_isr_updates_total=counters.failed_isr_updates_total,
+            bytes_in_total=counters.bytes_in_total,
+            messages_in_total=counters.messages_in_total,
+            bytes_out_total=counters.bytes_out_total,
+            replication_bytes_in_total=counters.replication_bytes_in_total,
+            replication_bytes_out_total=counters.replication_bytes_out_total,
+            produce_requests_total=counters.produce_requests_total,
+            failed_produce_requests_total=counters.failed_produce_requests_total,
+            fetch_requests_total=counters.fetch_requests_total,
+            failed_fetch_requests_total=counters.failed_fetch_requests_total,
+            delayed_produce_expires_total=counters.delayed_produce_expires_total,
+        )

@@ -1,0 +1,195 @@
+"""The partitions a broker hosts and their roles: Kafka's ``ReplicaManager.becomeLeaderOrFollower``
+and ``stopReplicas`` (kafka-semantics.md §7.2, §11.5), after the broker fenced the request on the
+controller epoch.
+
+House rules
+-----------
+1. One PartitionActor per hosted partition (a child of the broker, restarted by its supervisor,
+   which then starts from the last role recorded here: ``initial_role``).
+2. A LeaderAndIsr partition state is applied only with a leader epoch above the hosted one; an
+   equal or lower one answers STALE_CONTROLLER_EPOCH for that partition (Kafka 2.4), and a state
+   that does not list this broker among the replicas UNKNOWN_TOPIC_OR_PARTITION.
+3. Becoming leader: the partition stops being fetched. Becoming follower (only of a leader the
+   metadata knows alive, as in Kafka's makeFollowers): it is removed from its fetcher and added to
+   the fetcher of the new leader at the new epoch, which truncates before fetching.
+4. StopReplica: the partition leaves its fetcher and its actor stops (deleting the log if asked).
+
+Effects go through the broker's context: this object decides, records and tells.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from actors.common.errors import ErrorCode
+from actors.common.protocol import LeaderAndIsrPartitionState
+from actors.common.types import BrokerId, TopicPartition, partition_name
+from actors.server.config import BrokerConfig, TopicPolicy
+from actors.server.fetcher.manager import FetcherKey, ReplicaFetcherManager
+from actors.server.metadata_cache import MetadataCache
+from actors.server.replica.messages import BecomeFollower, BecomeLeader, StopReplica, UpdateTopicConfig
+from actors.server.replica.partition import PartitionActor
+from runtime.context import Context
+from runtime.coordination.base import Coordinator
+from runtime.ref import ActorRef
+from runtime.storage.config import LogConfig
+from runtime.storage.log_manager import LogManager
+from runtime.supervision import SupervisorStrategy
+
+__all__ = ["HostedPartition", "HostedPartitions"]
+
+
+@dataclass(slots=True)
+class HostedPartition:
+    ref: ActorRef
+    leader_epoch: int
+    leader: BrokerId
+    fetcher: FetcherKey | None = None
+    # The last role applied: a restarted partition actor starts from it.
+    role: BecomeLeader | BecomeFollower | None = None
+
+
+class HostedPartitions:
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        log_manager: LogManager,
+        coordinator: Coordinator,
+        metadata: MetadataCache,
+        topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
+    ) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.log_manager = log_manager
+        self.coordinator = coordinator
+        self.metadata = metadata
+        self._topic_config = topic_config
+        self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.fetcher_manager = ReplicaFetcherManager(config, self._leader_epoch_of)
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+    def ref(self, tp: TopicPartition) -> ActorRef | None:
+        hosted = self.partitions.get(tp)
+        return hosted.ref if hosted is not None else None
+
+    def led(self) -> Iterator[ActorRef]:
+        """The partitions this broker leads (the isr-expiration task ticks them)."""
+        return (hosted.ref for hosted in self.partitions.values() if hosted.leader == self.broker_id)
+
+    def _leader_epoch_of(self, tp: TopicPartition) -> int | None:
+        hosted = self.partitions.get(tp)
+        return hosted.leader_epoch if hosted is not None else None
+
+    # -------------------------------------------------------------------------- LeaderAndIsr
+
+    def apply(self, ctx: Context[Any], state: LeaderAndIsrPartitionState) -> ErrorCode:
+        """One partition state of a LeaderAndIsr request; returns that partition's error."""
+        tp = state.tp
+        hosted = self.partitions.get(tp)
+        local_epoch = hosted.leader_epoch if hosted is not None else -1
+        if state.leader_epoch <= local_epoch:
+            ctx.log.info(
+                "%s: ignoring LeaderAndIsr with leader epoch %d (local %d)",
+                tp,
+                state.leader_epoch,
+                local_epoch,
+            )
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        if self.broker_id not in state.replicas:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        policy, log_config = self._topic_settings(tp.topic)
+        if state.leader == self.broker_id:
+            hosted = self._host(ctx, tp, state, BecomeLeader(state, policy, log_config))
+            self._remove_from_fetcher(ctx, tp, hosted)
+            return ErrorCode.NONE
+        if not self.metadata.is_alive(state.leader):
+            # Kafka's makeFollowers: a follower of a dead leader is not made follower yet; a later
+            # LeaderAndIsr (with a live leader) will.
+            ctx.log.info("%s: leader %d is not alive; not becoming its follower", tp, state.leader)
+            return ErrorCode.NONE
+        hosted = self._host(ctx, tp, state, BecomeFollower(state, policy, log_config))
+        self._remove_from_fetcher(ctx, tp, hosted)
+        hosted.fetcher = self.fetcher_manager.add(ctx, tp, state.leader, state.leader_epoch)
+        return ErrorCode.NONE
+
+    def _host(
+        self,
+        ctx: Context[Any],
+        tp: TopicPartition,
+        state: LeaderAndIsrPartitionState,
+        role: BecomeLeader | BecomeFollower,
+    ) -> HostedPartition:
+        """Record the partition's new role and hand it over: a new (or restarted) partition actor
+        reads it at start; a running one is told."""
+        hosted = self.partitions.get(tp)
+        if hosted is None:
+            broker = ctx.self_ref
+
+            def initial_role() -> BecomeLeader | BecomeFollower | None:
+                current = self.partitions.get(tp)
+                return current.role if current is not None else None
+
+            ref = ctx.spawn(
+                partition_name(tp),
+                lambda: PartitionActor(
+                    tp=tp,
+                    config=self.config,
+                    log_manager=self.log_manager,
+                    coordinator=self.coordinator,
+                    broker=broker,
+                    initial_role=initial_role,
+                ),
+                supervision=SupervisorStrategy.restart(),
+            )
+            hosted = HostedPartition(ref, state.leader_epoch, state.leader, role=role)
+            self.partitions[tp] = hosted
+        else:
+            hosted.role = role
+            ctx.tell(hosted.ref, role)
+        hosted.leader_epoch = state.leader_epoch
+        hosted.leader = state.leader
+        return hosted
+
+    def _topic_settings(self, topic: str) -> tuple[TopicPolicy, LogConfig]:
+        if self._topic_config is not None:
+            return self._topic_config(topic)
+        return self.config.topic_policy(), self.log_manager.config_for(topic)
+
+    def _remove_from_fetcher(self, ctx: Context[Any], tp: TopicPartition, hosted: HostedPartition) -> None:
+        key = hosted.fetcher
+        if key is None:
+            return
+        hosted.fetcher = None
+        self.fetcher_manager.remove(ctx, tp, key)
+
+    def stop_idle_fetchers(self, ctx: Context[Any]) -> None:
+        self.fetcher_manager.stop_idle(ctx)
+
+    # --------------------------------------------------------------------------- StopReplica
+
+    def update_topic_config(
+        self, ctx: Context[Any], topic: str, policy: TopicPolicy, log_config: LogConfig
+    ) -> None:
+        """A topic's configuration changed: every hosted partition of it applies the new settings
+        (and a partition actor restarted later starts from them)."""
+        for tp, hosted in self.partitions.items():
+            if tp.topic != topic:
+                continue
+            if hosted.role is not None:
+                hosted.role = dataclasses.replace(hosted.role, policy=policy, log_config=log_config)
+            ctx.tell(hosted.ref, UpdateTopicConfig(policy, log_config))
+
+    def stop(self, ctx: Context[Any], tp: TopicPartition, *, delete: bool) -> None:
+        hosted = self.partitions.pop(tp, None)
+        if hosted is None:
+            if delete:
+                self.log_manager.delete_log(tp)
+            return
+        self._remove_from_fetcher(ctx, tp, hosted)
+        ctx.tell(hosted.ref, StopReplica(delete))

@@ -1,0 +1,346 @@
+"""``actorlog perf produce|consume``: Kafka's perf tools, same options, same output lines.
+
+    actorlog perf produce --topic T --num-records N --record-size S --throughput -1
+                          [--producer-props k=v ...] [--producer.config FILE] [--bootstrap-server H:P]
+    actorlog perf consume --bootstrap-server H:P --topic T --messages N [--from-latest]
+                          [--timeout MS] [--fetch-size B] [--reporting-interval MS]
+                          [--show-detailed-stats] [--hide-header] [--consumer.config FILE]
+
+``perf produce`` (``kafka-producer-perf-test.sh``) prints every 5 s
+``N records sent, R records/sec (M MB/sec), A ms avg latency, X ms max latency.`` and at the end the
+same with the 50th/95th/99th/99.9th latency percentiles. ``--throughput`` caps records/s (-1: no
+cap). ``bootstrap.servers`` comes from ``--producer-props`` or ``--bootstrap-server``. The producer's
+defaults are the project's (idempotent, acks=all); ``--producer-props acks=1`` measures acks=1.
+
+``perf consume`` (``kafka-consumer-perf-test.sh``) reads ``--messages`` records from every partition
+(from the beginning unless ``--from-latest``) and prints Kafka's CSV header and line:
+``start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec,
+rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec`` (no groups: rebalance time is 0).
+
+Latency is measured from handing the record to the producer to its acknowledgement, for every
+record, in milliseconds (Kafka's tool does the same, sampling for its percentiles).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import datetime
+import os
+import sys
+from array import array
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from actors.clients.producer.protocol import RecordMetadata
+from actors.common.errors import KafkaError
+from ops.clients.consumer import Consumer
+from ops.clients.producer import Producer
+from ops.config import ConfigError, parse_overrides
+from runtime.clock import LoopClock, wait_ms
+
+__all__ = ["ConsumerPerfResult", "ProducerPerfStats", "main", "run_consumer_perf", "run_producer_perf"]
+
+_REPORT_INTERVAL_MS = 5_000
+
+
+# ----------------------------------------------------------------------------------- produce
+
+
+@dataclass
+class _Window:
+    started_ns: int
+    count: int = 0
+    bytes: int = 0
+    latency_sum: float = 0.0
+    latency_max: float = 0.0
+
+
+@dataclass
+class ProducerPerfStats:
+    """Kafka's ``Stats``: totals, windows of ``reporting_interval_ms``, every latency."""
+
+    record_size: int
+    started_ns: int
+    reporting_interval_ms: int = _REPORT_INTERVAL_MS
+    print_line: Callable[[str], None] = print
+    latencies_ms: array[float] = field(default_factory=lambda: array("d"))
+    count: int = 0
+    errors: int = 0
+    bytes: int = 0
+    latency_sum: float = 0.0
+    latency_max: float = 0.0
+    window: _Window | None = None
+    finished_ns: int = 0
+
+    def record(self, latency_ms: float, now_ns: int) -> None:
+        self.count += 1
+        self.bytes += self.record_size
+        self.latency_sum += latency_ms
+        self.latency_max = max(self.latency_max, latency_ms)
+        self.latencies_ms.append(latency_ms)
+        window = self.window or _Window(now_ns)
+        self.window = window
+        window.count += 1
+        window.bytes += self.record_size
+        window.latency_sum += latency_ms
+        window.latency_max = max(window.latency_max, latency_ms)
+        if (now_ns - window.started_ns) / 1e6 >= self.reporting_interval_ms:
+            self.print_line(self._window_line(window, now_ns))
+            self.window = _Window(now_ns)
+
+    def _window_line(self, window: _Window, now_ns: int) -> str:
+        seconds = max((now_ns - window.started_ns) / 1e9, 1e-9)
+        return (
+            f"{window.count} records sent, {window.count / seconds:.1f} records/sec "
+            f"({window.bytes / seconds / 1024 / 1024:.2f} MB/sec), "
+            f"{window.latency_sum / max(window.count, 1):.1f} ms avg latency, "
+            f"{window.latency_max:.1f} ms max latency."
+        )
+
+    def final_line(self, now_ns: int) -> str:
+        seconds = max((now_ns - self.started_ns) / 1e9, 1e-9)
+        ordered = sorted(self.latencies_ms)
+
+        def percentile(p: float) -> int:
+            return int(ordered[min(int(p * len(ordered)), len(ordered) - 1)]) if ordered else 0
+
+        return (
+            f"{self.count} records sent, {self.count / seconds:f} records/sec "
+            f"({self.bytes / seconds / 1024 / 1024:.2f} MB/sec), "
+            f"{self.latency_sum / max(self.count, 1):.2f} ms avg latency, "
+            f"{self.latency_max:.2f} ms max latency, "
+            f"{percentile(0.5)} ms 50th, {percentile(0.95)} ms 95th, {percentile(0.99)} ms 99th, "
+            f"{percentile(0.999)} ms 99.9th."
+        )
+
+
+async def run_producer_perf(
+    *,
+    topic: str,
+    num_records: int,
+    record_size: int,
+    throughput: float,
+    producer_config: dict[str, object],
+    properties_file: str | None = None,
+    secret: str | None = None,
+    print_line: Callable[[str], None] = print,
+) -> ProducerPerfStats:
+    """Send ``num_records`` records of ``record_size`` random bytes (one payload, as Kafka's tool
+    reuses its payload) and return the statistics; lines are printed as the tool does."""
+    clock = LoopClock()
+    payload = os.urandom(record_size)
+    async with Producer(config=producer_config, properties_file=properties_file, secret=secret) as producer:
+        stats = ProducerPerfStats(record_size=record_size, started_ns=clock.now_ns(), print_line=print_line)
+
+        def on_done(sent_ns: int) -> Callable[[asyncio.Future[RecordMetadata]], None]:
+            def done(future: asyncio.Future[RecordMetadata]) -> None:
+                if future.cancelled() or future.exception() is not None:
+                    stats.errors += 1
+                    if stats.errors <= 5:
+                        print(f"ERROR: {future.exception()}", file=sys.stderr)
+                    return
+                now_ns = clock.now_ns()
+                stats.record((now_ns - sent_ns) / 1e6, now_ns)
+
+            return done
+
+        for number in range(num_records):
+            if throughput > 0:
+                # Kafka's ThroughputThrottler: ahead of the target rate, wait until back on it.
+                due_ns = stats.started_ns + int(number / throughput * 1e9)
+                ahead_ms = (due_ns - clock.now_ns()) // 1_000_000
+                if ahead_ms > 0:
+                    await wait_ms(clock, ahead_ms)
+            future = await producer.enqueue(topic, payload)
+            future.add_done_callback(on_done(clock.now_ns()))
+        await producer.flush()
+    stats.finished_ns = clock.now_ns()
+    print_line(stats.final_line(stats.finished_ns))
+    return stats
+
+
+# ----------------------------------------------------------------------------------- consume
+
+
+@dataclass(frozen=True)
+class ConsumerPerfResult:
+    start_ms: int
+    end_ms: int
+    messages: int
+    bytes: int
+
+    @property
+    def seconds(self) -> float:
+        return max((self.end_ms - self.start_ms) / 1000, 1e-9)
+
+    def line(self, date_format: Callable[[int], str]) -> str:
+        megabytes = self.bytes / 1024 / 1024
+        return (
+            f"{date_format(self.start_ms)}, {date_format(self.end_ms)}, {megabytes:.4f}, "
+            f"{megabytes / self.seconds:.4f}, {self.messages}, {self.messages / self.seconds:.4f}, 0, "
+            f"{self.end_ms - self.start_ms}, {megabytes / self.seconds:.4f}, "
+            f"{self.messages / self.seconds:.4f}"
+        )
+
+
+HEADER = (
+    "start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, "
+    "rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec"
+)
+
+
+DETAILED_HEADER = "time, threadId, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec"
+
+
+def kafka_date(epoch_ms: int) -> str:
+    """Kafka's default ``yyyy-MM-dd HH:mm:ss:SSS`` in local time."""
+    moment = datetime.datetime.fromtimestamp(epoch_ms / 1000, tz=datetime.UTC).astimezone()
+    return moment.strftime("%Y-%m-%d %H:%M:%S:") + f"{epoch_ms % 1000:03d}"
+
+
+async def run_consumer_perf(
+    *,
+    bootstrap_servers: str,
+    topic: str,
+    messages: int,
+    from_latest: bool = False,
+    timeout_ms: int = 10_000,
+    consumer_config: dict[str, object] | None = None,
+    properties_file: str | None = None,
+    secret: str | None = None,
+    detailed: Callable[[int, int, int, int], None] | None = None,
+    reporting_interval_ms: int = _REPORT_INTERVAL_MS,
+) -> ConsumerPerfResult:
+    clock = LoopClock()
+    config: dict[str, object] = {"auto.offset.reset": "latest" if from_latest else "earliest"}
+    config.update(consumer_config or {})
+    async with Consumer(
+        bootstrap_servers, config=config, config_file=properties_file, secret=secret
+    ) as consumer:
+        consumer.assign(await consumer.partitions_for(topic))
+        start_ms = clock.wall_clock_ms()
+        count = 0
+        total_bytes = 0
+        last_record_ms = clock.now_ms()
+        last_report_ms = clock.now_ms()
+        while count < messages:
+            records = await consumer.poll(timeout_ms=min(1_000, timeout_ms))
+            now_ms = clock.now_ms()
+            if not records:
+                if now_ms - last_record_ms >= timeout_ms:
+                    print(
+                        f"WARNING: Exiting before consuming the expected number of messages: timeout "
+                        f"({timeout_ms} ms) exceeded. You can use the --timeout option to increase the "
+                        "timeout.",
+                        file=sys.stderr,
+                    )
+                    break
+                continue
+            last_record_ms = now_ms
+            for record in records[: messages - count]:
+                count += 1
+                total_bytes += len(record.value or b"") + len(record.key or b"")
+            if detailed is not None and now_ms - last_report_ms >= reporting_interval_ms:
+                detailed(start_ms, clock.wall_clock_ms(), count, total_bytes)
+                last_report_ms = now_ms
+        return ConsumerPerfResult(start_ms, clock.wall_clock_ms(), count, total_bytes)
+
+
+# --------------------------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="actorlog perf", description="Producer and consumer performance tools."
+    )
+    tools = parser.add_subparsers(dest="tool", required=True)
+    produce = tools.add_parser("produce", help="like kafka-producer-perf-test.sh")
+    produce.add_argument("--topic", required=True)
+    produce.add_argument("--num-records", type=int, required=True)
+    produce.add_argument("--record-size", type=int, required=True)
+    produce.add_argument("--throughput", type=float, required=True, help="records/s cap; -1 for none")
+    produce.add_argument("--producer-props", nargs="+", default=[], metavar="KEY=VALUE")
+    produce.add_argument("--producer.config", dest="producer_config", metavar="FILE")
+    produce.add_argument("--bootstrap-server", help="shorthand for --producer-props bootstrap.servers=...")
+    consume = tools.add_parser("consume", help="like kafka-consumer-perf-test.sh")
+    consume.add_argument("--bootstrap-server", "--broker-list", dest="bootstrap_server", required=True)
+    consume.add_argument("--topic", required=True)
+    consume.add_argument("--messages", type=int, required=True)
+    consume.add_argument("--from-latest", action="store_true")
+    consume.add_argument("--timeout", type=int, default=10_000, help="ms without a record before giving up")
+    consume.add_argument("--fetch-size", type=int, help="max.partition.fetch.bytes")
+    consume.add_argument("--reporting-interval", type=int, default=_REPORT_INTERVAL_MS)
+    consume.add_argument("--show-detailed-stats", action="store_true")
+    consume.add_argument("--hide-header", action="store_true")
+    consume.add_argument("--consumer.config", dest="consumer_config", metavar="FILE")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    arguments = parser.parse_args(argv)
+    try:
+        if arguments.tool == "produce":
+            return _produce(parser, arguments)
+        return _consume(arguments)
+    except ConfigError as error:
+        print(f"actorlog perf: {error}", file=sys.stderr)
+        return 2
+    except KafkaError as error:
+        print(f"actorlog perf: {error}", file=sys.stderr)
+        return 1
+
+
+def _produce(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> int:
+    if arguments.num_records <= 0 or arguments.record_size <= 0:
+        parser.error("--num-records and --record-size must be positive")
+    config: dict[str, object] = dict(parse_overrides(arguments.producer_props))
+    if arguments.bootstrap_server:
+        config.setdefault("bootstrap.servers", arguments.bootstrap_server)
+    if "bootstrap.servers" not in config and not arguments.producer_config:
+        parser.error("give --bootstrap-server or --producer-props bootstrap.servers=HOST:PORT")
+    stats = asyncio.run(
+        run_producer_perf(
+            topic=arguments.topic,
+            num_records=arguments.num_records,
+            record_size=arguments.record_size,
+            throughput=arguments.throughput,
+            producer_config=config,
+            properties_file=arguments.producer_config,
+        )
+    )
+    return 1 if stats.errors else 0
+
+
+def _consume(arguments: argparse.Namespace) -> int:
+    config: dict[str, object] = {}
+    if arguments.fetch_size:
+        config["max.partition.fetch.bytes"] = arguments.fetch_size
+
+    def detailed(start_ms: int, now_ms: int, count: int, total: int) -> None:
+        elapsed = max((now_ms - start_ms) / 1000, 1e-9)
+        megabytes = total / 1024 / 1024
+        print(
+            f"{kafka_date(now_ms)}, 0, {megabytes:.4f}, {megabytes / elapsed:.4f}, "
+            f"{count}, {count / elapsed:.4f}"
+        )
+
+    if not arguments.hide_header:
+        print(DETAILED_HEADER if arguments.show_detailed_stats else HEADER)
+    result = asyncio.run(
+        run_consumer_perf(
+            bootstrap_servers=arguments.bootstrap_server,
+            topic=arguments.topic,
+            messages=arguments.messages,
+            from_latest=arguments.from_latest,
+            timeout_ms=arguments.timeout,
+            consumer_config=config,
+            properties_file=arguments.consumer_config,
+            detailed=detailed if arguments.show_detailed_stats else None,
+            reporting_interval_ms=arguments.reporting_interval,
+        )
+    )
+    if not arguments.show_detailed_stats:
+        print(result.line(kafka_date))
+    return 0 if result.messages >= arguments.messages else 1

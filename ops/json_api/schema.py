@@ -1,0 +1,429 @@
+"""The OpenAPI 3.1 document of the JSON API (``GET /openapi.json``).
+
+It describes exactly what ``ops/json_api/routes.py`` serves: every path and method, their parameters,
+request and response bodies (schemas are JSON Schema 2020-12, as OpenAPI 3.1 uses them, and
+response objects are closed with ``additionalProperties: false``), and each error status with the
+Kafka error names it carries. The tests check it validates, that it names every served route and
+nothing else, and that live answers validate against it.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any, Final
+
+from ops.json_api.model import (
+    DEFAULT_READ_MAX_BYTES,
+    DEFAULT_READ_MAX_RECORDS,
+    MAX_PRODUCE_TIMEOUT_MS,
+    MAX_READ_MAX_BYTES,
+    MAX_READ_MAX_RECORDS,
+    MAX_READ_TIMEOUT_MS,
+    MAX_RECORDS_PER_REQUEST,
+)
+
+__all__ = ["API_VERSION", "openapi_document"]
+
+API_VERSION: Final = "1.0.0"
+_INT32_MAX: Final = 2**31 - 1
+_JSON: Final = "application/json"
+
+Schema = dict[str, Any]
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _object(properties: dict[str, Schema], *, required: list[str] | None = None, **extra: Any) -> Schema:
+    return {
+        "type": "object",
+        "properties": properties,
+        "required": list(properties) if required is None else required,
+        "additionalProperties": False,
+        **extra,
+    }
+
+
+def _integer(description: str, minimum: int | None = None, maximum: int | None = None) -> Schema:
+    schema: Schema = {"type": "integer", "description": description}
+    if minimum is not None:
+        schema["minimum"] = minimum
+    if maximum is not None:
+        schema["maximum"] = maximum
+    return schema
+
+
+_BROKER_IDS: Final = {"type": "array", "items": {"type": "integer"}}
+
+_SCHEMAS: Final[dict[str, Schema]] = {
+    "Error": _object(
+        {
+            "error_code": _integer("Kafka's error code (e.g. 3 for UNKNOWN_TOPIC_OR_PARTITION)."),
+            "error": {
+                "type": "string",
+                "description": "Kafka's error name.",
+                "examples": ["NOT_ENOUGH_REPLICAS"],
+            },
+            "message": {"type": "string", "description": "What went wrong, for a person."},
+        },
+        description="Every error answer of every actorlog HTTP endpoint has this shape.",
+    ),
+    "Broker": _object(
+        {
+            "broker_id": _integer("The broker's broker.id."),
+            "host": {"type": "string"},
+            "port": _integer("The broker's HTTP port.", 0, 65535),
+            "rack": {"type": ["string", "null"], "description": "broker.rack, or null."},
+        }
+    ),
+    "Cluster": _object(
+        {
+            "cluster_id": {"type": ["string", "null"], "description": "The cluster id, or null if unknown."},
+            "controller_id": _integer("The active controller's broker id (-1: none known)."),
+            "brokers": {"type": "array", "items": _ref("Broker"), "description": "Live brokers."},
+        }
+    ),
+    "TopicList": _object({"topics": {"type": "array", "items": {"type": "string"}}}),
+    "PartitionInfo": _object(
+        {
+            "partition": _integer("Partition number.", 0),
+            "leader": _integer("The leader's broker id (-1: no leader)."),
+            "leader_epoch": _integer("The leader epoch."),
+            "replicas": {**_BROKER_IDS, "description": "Assigned replicas, preferred leader first."},
+            "isr": {**_BROKER_IDS, "description": "In-sync replicas."},
+            "offline_replicas": {**_BROKER_IDS, "description": "Replicas on brokers that are down."},
+        }
+    ),
+    "Topic": _object(
+        {"topic": {"type": "string"}, "partitions": {"type": "array", "items": _ref("PartitionInfo")}}
+    ),
+    "Offsets": _object(
+        {
+            "topic": {"type": "string"},
+            "partition": _integer("Partition number.", 0),
+            "log_start_offset": _integer("The first offset still in the log.", 0),
+            "high_watermark": _integer("One past the last committed offset: reads stop here.", 0),
+        }
+    ),
+    "Header": _object(
+        {
+            "key": {"type": "string"},
+            "value": {
+                "type": ["string", "null"],
+                "description": "UTF-8 text (base64 when reading with format=binary), or null.",
+            },
+        }
+    ),
+    "ProduceRecord": _object(
+        {
+            "key": {
+                "description": "The key: any JSON value (key_format json), a string (string), base64 "
+                "(binary), or null for none. Keyed records without a partition go to "
+                "murmur2(key bytes) % partitions, as Kafka's default partitioner does.",
+            },
+            "value": {"description": "The value, encoded as key_format says for keys; null is a tombstone."},
+            "headers": {
+                "oneOf": [
+                    {"type": "object", "additionalProperties": {"type": ["string", "null"]}},
+                    {"type": "array", "items": _ref("Header")},
+                ],
+                "description": "Header name to UTF-8 value, or a list of {key, value} for repeated names.",
+            },
+            "partition": _integer("Explicit partition (topic endpoint only).", 0, _INT32_MAX),
+            "timestamp": _integer("CreateTime in ms since the epoch; default: now.", 0),
+        },
+        required=["value"],
+    ),
+    "ProduceRequest": _object(
+        {
+            "records": {
+                "type": "array",
+                "items": _ref("ProduceRecord"),
+                "minItems": 1,
+                "maxItems": MAX_RECORDS_PER_REQUEST,
+                "description": "Records of one partition are written as one record batch, in order.",
+            },
+            "acks": {
+                "enum": ["all", "-1", "1", "0", -1, 1, 0],
+                "default": "all",
+                "description": "all: once every in-sync replica has the records (and the ISR has at "
+                "least min.insync.replicas); 1: once the leader has them; 0: without waiting (offsets "
+                "are -1).",
+            },
+            "timeout_ms": _integer(
+                "How long the leader waits for acks=all (Kafka's request timeout).", 0, MAX_PRODUCE_TIMEOUT_MS
+            )
+            | {"default": 30_000},
+            "key_format": {"enum": ["json", "string", "binary"], "default": "json"},
+            "value_format": {"enum": ["json", "string", "binary"], "default": "json"},
+        },
+        required=["records"],
+    ),
+    "RecordMetadata": _object(
+        {
+            "partition": _integer("Partition the record went to.", 0),
+            "offset": _integer("The record's offset (-1 with acks=0)."),
+            "timestamp": _integer("CreateTime, or the log append time for LogAppendTime topics."),
+        }
+    ),
+    "RecordError": _object(
+        {
+            "partition": _integer("Partition the record was meant for.", 0),
+            "error_code": {"type": "integer"},
+            "error": {"type": "string", "examples": ["NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT"]},
+            "message": {"type": "string"},
+        }
+    ),
+    "ProduceResult": _object(
+        {
+            "topic": {"type": "string"},
+            "records": {
+                "type": "array",
+                "items": {"oneOf": [_ref("RecordMetadata"), _ref("RecordError")]},
+                "description": "One entry per request record, in request order.",
+            },
+        }
+    ),
+    "ProduceFailure": _object(
+        {
+            "error_code": {"type": "integer", "description": "The first failed record's error code."},
+            "error": {"type": "string"},
+            "message": {"type": "string"},
+            "topic": {"type": "string"},
+            "records": {
+                "type": "array",
+                "items": {"oneOf": [_ref("RecordMetadata"), _ref("RecordError")]},
+            },
+        },
+        description="Some records were not written: each record's outcome, and the first failure.",
+    ),
+    "ReadRecord": _object(
+        {
+            "offset": _integer("The record's offset.", 0),
+            "timestamp": _integer("CreateTime, or the log append time for LogAppendTime topics."),
+            "key": {"description": "Decoded as the format parameter says; null for none."},
+            "value": {"description": "Decoded as the format parameter says; null for a tombstone."},
+            "headers": {"type": "array", "items": _ref("Header")},
+        }
+    ),
+    "ReadResult": _object(
+        {
+            "topic": {"type": "string"},
+            "partition": _integer("Partition number.", 0),
+            "records": {"type": "array", "items": _ref("ReadRecord")},
+            "next_offset": _integer("The offset to read next.", 0),
+            "high_watermark": _integer("The partition's high watermark when read."),
+            "log_start_offset": _integer("The partition's log start offset when read."),
+        }
+    ),
+}
+
+_STATUS_TEXT: Final = {
+    400: "Invalid request: malformed JSON, wrong type, unknown or missing field, bad parameter "
+    "(INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, INVALID_REQUIRED_ACKS, INVALID_TIMESTAMP, INVALID_RECORD).",
+    401: "Missing or wrong Authorization: Bearer <internal.auth.secret> (SASL_AUTHENTICATION_FAILED).",
+    404: "Unknown topic or partition (UNKNOWN_TOPIC_OR_PARTITION).",
+    413: "Body above socket.request.max.bytes (MESSAGE_TOO_LARGE), too many records in one request or "
+    "a batch above max.message.bytes (RECORD_LIST_TOO_LARGE, MESSAGE_TOO_LARGE).",
+    415: "The body is not application/json (INVALID_REQUEST).",
+    416: "The offset is outside the log (OFFSET_OUT_OF_RANGE).",
+    422: "A record cannot be shown in the requested format; read it with format=binary (INVALID_RECORD).",
+    500: "The server failed (UNKNOWN_SERVER_ERROR).",
+    502: "A peer broker failed an internal request (UNKNOWN_SERVER_ERROR).",
+    503: "Retriable: no leader, the leader moved, too few in-sync replicas, a timeout, the broker is "
+    "starting (LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, "
+    "NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, NETWORK_EXCEPTION, BROKER_NOT_AVAILABLE, ...).",
+}
+
+
+def _response(description: str, schema: Schema) -> Schema:
+    return {"description": description, "content": {_JSON: {"schema": schema}}}
+
+
+def _errors(*statuses: int) -> dict[str, Schema]:
+    return {str(status): {"$ref": f"#/components/responses/Error{status}"} for status in statuses}
+
+
+def _produce_errors(*statuses: int) -> dict[str, Schema]:
+    """A produce error is a plain Error (nothing was sent) or a ProduceFailure (outcomes per record)."""
+    schema = {"oneOf": [_ref("Error"), _ref("ProduceFailure")]}
+    return {str(status): _response(_STATUS_TEXT[status], schema) for status in statuses}
+
+
+_COMMON_ERRORS: Final = (401, 500, 502, 503)
+
+_TOPIC: Final = {
+    "name": "topic",
+    "in": "path",
+    "required": True,
+    "description": "Topic name.",
+    "schema": {"type": "string", "pattern": "^[a-zA-Z0-9._-]{1,249}$"},
+}
+_PARTITION: Final = {
+    "name": "partition",
+    "in": "path",
+    "required": True,
+    "description": "Partition number.",
+    "schema": {"type": "integer", "minimum": 0, "maximum": _INT32_MAX},
+}
+
+
+def _query(name: str, description: str, schema: Schema, *, required: bool = False) -> Schema:
+    return {"name": name, "in": "query", "required": required, "description": description, "schema": schema}
+
+
+_READ_PARAMETERS: Final = [
+    _query("offset", "The first offset to read.", {"type": "integer", "minimum": 0}, required=True),
+    _query(
+        "max_records",
+        "At most this many records.",
+        {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_READ_MAX_RECORDS,
+            "default": DEFAULT_READ_MAX_RECORDS,
+        },
+    ),
+    _query(
+        "max_bytes",
+        "Fetch at most about this many bytes of record batches (at least one batch is returned).",
+        {"type": "integer", "minimum": 1, "maximum": MAX_READ_MAX_BYTES, "default": DEFAULT_READ_MAX_BYTES},
+    ),
+    _query(
+        "timeout_ms",
+        "Wait up to this long for records when there are none yet at the offset (long poll).",
+        {"type": "integer", "minimum": 0, "maximum": MAX_READ_TIMEOUT_MS, "default": 0},
+    ),
+    _query(
+        "format",
+        "How keys and values are shown: JSON values, UTF-8 strings, or base64.",
+        {"enum": ["json", "string", "binary"], "default": "json"},
+    ),
+]
+
+
+def _produce_operation(summary: str, description: str, operation_id: str) -> Schema:
+    return {
+        "summary": summary,
+        "description": description,
+        "operationId": operation_id,
+        "requestBody": {"required": True, "content": {_JSON: {"schema": _ref("ProduceRequest")}}},
+        "responses": {
+            "200": _response("Every record was written.", _ref("ProduceResult")),
+            **_errors(401),
+            **_produce_errors(400, 404, 413, 415, 500, 502, 503),
+        },
+    }
+
+
+def openapi_document() -> dict[str, Any]:
+    """A fresh copy of the document (callers may keep or change it)."""
+    return copy.deepcopy(_document())
+
+
+def _document() -> dict[str, Any]:
+    return {
+        "openapi": "3.1.0",
+        "info": {
+            "title": "actorlog JSON API",
+            "version": API_VERSION,
+            "description": "Produce JSON records, read records by offset, and read cluster and topic "
+            "metadata, on any broker. Records are forwarded to each partition's leader. Errors carry "
+            "Kafka's error codes and names. The same listener also serves /metrics, /healthz, "
+            "/readyz and the internal actor endpoints, which are not part of this API.",
+        },
+        "security": [{"bearerAuth": []}],
+        "paths": {
+            "/openapi.json": {
+                "get": {
+                    "summary": "This document",
+                    "operationId": "getOpenApi",
+                    "security": [],
+                    "responses": {"200": _response("The OpenAPI document.", {"type": "object"})},
+                }
+            },
+            "/v1/cluster": {
+                "get": {
+                    "summary": "Cluster id, active controller and live brokers",
+                    "operationId": "getCluster",
+                    "responses": {
+                        "200": _response("The cluster.", _ref("Cluster")),
+                        **_errors(400, *_COMMON_ERRORS),
+                    },
+                }
+            },
+            "/v1/topics": {
+                "get": {
+                    "summary": "Topic names",
+                    "operationId": "listTopics",
+                    "responses": {
+                        "200": _response("Every topic, sorted.", _ref("TopicList")),
+                        **_errors(400, *_COMMON_ERRORS),
+                    },
+                }
+            },
+            "/v1/topics/{topic}": {
+                "parameters": [_TOPIC],
+                "get": {
+                    "summary": "A topic's partitions: leader, leader epoch, replicas, ISR, offline replicas",
+                    "operationId": "getTopic",
+                    "responses": {
+                        "200": _response("The topic.", _ref("Topic")),
+                        **_errors(400, 404, *_COMMON_ERRORS),
+                    },
+                },
+            },
+            "/v1/topics/{topic}/records": {
+                "parameters": [_TOPIC],
+                "post": _produce_operation(
+                    "Produce records to a topic",
+                    "Each record goes to its explicit partition, else to murmur2(key) % partitions, else "
+                    "(no key) to one partition per request, rotating over the partitions with a leader.",
+                    "produceToTopic",
+                ),
+            },
+            "/v1/topics/{topic}/partitions/{partition}/offsets": {
+                "parameters": [_TOPIC, _PARTITION],
+                "get": {
+                    "summary": "A partition's log start offset and high watermark, from its leader",
+                    "operationId": "getPartitionOffsets",
+                    "responses": {
+                        "200": _response("The offsets.", _ref("Offsets")),
+                        **_errors(400, 404, *_COMMON_ERRORS),
+                    },
+                },
+            },
+            "/v1/topics/{topic}/partitions/{partition}/records": {
+                "parameters": [_TOPIC, _PARTITION],
+                "post": _produce_operation(
+                    "Produce records to one partition",
+                    "Records may not name a partition: the path does.",
+                    "produceToPartition",
+                ),
+                "get": {
+                    "summary": "Read committed records (below the high watermark) from an offset",
+                    "description": "A consumer fetch at the partition's current leader.",
+                    "operationId": "readRecords",
+                    "parameters": _READ_PARAMETERS,
+                    "responses": {
+                        "200": _response("Records from the offset (maybe none).", _ref("ReadResult")),
+                        **_errors(400, 404, 416, 422, *_COMMON_ERRORS),
+                    },
+                },
+            },
+        },
+        "components": {
+            "securitySchemes": {
+                "bearerAuth": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "The cluster's internal.auth.secret.",
+                }
+            },
+            "schemas": _SCHEMAS,
+            "responses": {
+                f"Error{status}": _response(text, _ref("Error")) for status, text in _STATUS_TEXT.items()
+            },
+        },
+    }
