@@ -28,9 +28,11 @@ from aiohttp import web
 from actors.server.broker import BrokerActor
 from actors.server.fetcher.replica_fetcher import FetchPhase, ReplicaFetcherActor
 from ops.broker_metrics import broker_metric_families, collect_node
-from ops.config import BrokerSettings, ConfigError, load_broker_settings
+from ops.codec import wire_codec
+from ops.config import BrokerSettings, load_broker_settings
 from ops.json_api.routes import json_api_routes
-from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
+from ops.properties import ConfigError
+from ops.wiring import BrokerNode, NodeAdapters, broker_node_context
 from runtime.clock import LoopClock
 from runtime.coordination.zk import ZkCoordinator
 from runtime.errors import RuntimeFailure

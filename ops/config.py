@@ -30,24 +30,19 @@ from typing import Final
 
 from actors.common.client_protocol import ConfigSource, DescribeConfigsEntry
 from actors.server.config import BrokerConfig
+from ops.properties import ConfigError, parse_properties
 from runtime.storage.config import BROKER_LOG_CONFIG_KEYS, LogConfig
 
 __all__ = [
     "ENV_PREFIX",
     "BrokerSettings",
-    "ConfigError",
     "Listener",
     "load_broker_settings",
-    "parse_properties",
     "redacted",
 ]
 
 ENV_PREFIX: Final = "ACTORLOG_CFG_"
 SECRET_KEYS: Final = frozenset({"internal.auth.secret"})
-
-
-class ConfigError(ValueError):
-    """A configuration problem, worded for the person who wrote the configuration."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,27 +124,6 @@ _OTHER_KEYS: Final = frozenset(
 KNOWN_KEYS: Final = frozenset(_BROKER_CONFIG_KEYS) | BROKER_LOG_CONFIG_KEYS | _OTHER_KEYS
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d{1,5})$")
 _CONNECT = re.compile(r"^[^,/\s]+:\d{1,5}(,[^,/\s]+:\d{1,5})*(/[^\s]*)?$")
-
-
-def parse_properties(text: str, *, source: str = "properties") -> dict[str, str]:
-    """Java ``.properties``: ``key=value``/``key: value``, comments, ``\\`` continuations."""
-    properties: dict[str, str] = {}
-    pending = ""
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = pending + raw.strip() if pending else raw.strip()
-        pending = ""
-        if not line or line[0] in "#!":
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
-            continue
-        match = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if match is None:
-            raise ConfigError(f"{source}:{number}: expected 'key=value', got {raw.strip()!r}")
-        properties[match.group(1)] = match.group(2).strip()
-    if pending:
-        raise ConfigError(f"{source}: the last line ends with a continuation backslash")
-    return properties
 
 
 def properties_from_environment(environ: Mapping[str, str]) -> dict[str, str]:

@@ -55,7 +55,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from ops.clients.connection import load_client_properties, resolve_secret
-from ops.config import ConfigError
+from ops.properties import ConfigError
 from ops.rollup.schema import SNAPSHOT_ARROW_SCHEMA, SNAPSHOT_SUFFIX, TMP_SUFFIX
 
 __all__ = [

@@ -25,21 +25,17 @@ import random
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 
-import actors.common.client_protocol
-import actors.common.protocol
-import runtime.messages
-from actors.common.client_protocol import ADMIN_ACTOR_NAME, DescribeConfigsEntry
+from actors.common.client_protocol import DescribeConfigsEntry
 from actors.common.errors import ErrorCode
+from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME, CONTROLLER_ACTOR_NAME, broker_node
 from actors.common.protocol import ControlledShutdownRequest, ControlledShutdownResponse
-from actors.common.types import broker_node
-from actors.controller.controller import CONTROLLER_ACTOR_NAME, ControllerActor
+from actors.controller.controller import ControllerActor
 from actors.server import zk_data
 from actors.server.admin.manager import AdminManagerActor
-from actors.server.broker import BROKER_ACTOR_NAME, BrokerActor
+from actors.server.broker import BrokerActor
 from actors.server.config import BrokerConfig
 from runtime.activity import Activity
 from runtime.clock import Clock
-from runtime.codec import Codec
 from runtime.coordination.base import Coordinator
 from runtime.coordination.errors import NodeExistsError, NoNodeError
 from runtime.errors import RuntimeFailure
@@ -51,7 +47,7 @@ from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
 from runtime.transport.base import Transport
 
-__all__ = ["BrokerNode", "NodeAdapters", "broker_node_context", "wire_codec"]
+__all__ = ["BrokerNode", "NodeAdapters", "broker_node_context"]
 
 
 async def controlled_shutdown(node: BrokerNode, clock: Clock) -> bool:
@@ -124,11 +120,6 @@ async def get_or_create_cluster_id(
             "this broker belongs to another cluster"
         )
     return existing
-
-
-def wire_codec() -> Codec:
-    """Every message that may cross between nodes."""
-    return Codec.from_modules(runtime.messages, actors.common.protocol, actors.common.client_protocol)
 
 
 @dataclass(frozen=True, slots=True)

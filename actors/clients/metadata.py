@@ -1,10 +1,10 @@
-"""The producer's view of the cluster: leaders of the topics it sends to, and when to refresh it.
+"""A client's view of the cluster: leaders of the topics it uses, and when to refresh it.
 
-Kafka's client ``Metadata`` + ``Cluster``, pure. Only topics the producer has sent to (or asked
-about) are requested. A refresh is due when one was requested — an unknown topic or leader, or an
-invalid-metadata error — once ``retry.backoff.ms`` has passed since the last attempt (a new topic
-goes at once), and otherwise every ``metadata.max.age.ms`` after the last success. One request at a
-time.
+Kafka's client ``Metadata`` + ``Cluster``, pure, shared by the producer and the consumer. Only
+topics the client has used (or asked about) are requested. A refresh is due when one was requested —
+an unknown topic or leader, or an invalid-metadata error — once ``retry.backoff.ms`` has passed
+since the last attempt (a new topic goes at once), and otherwise every ``metadata.max.age.ms`` after
+the last success. One request at a time.
 
 Rules kept: a partition's metadata carrying an older leader epoch than the one already known is
 ignored (KIP-320: a broker whose cache lags must not move a leader back); a topic answered with
@@ -21,7 +21,7 @@ from actors.common.errors import ErrorCode
 from actors.common.protocol import BrokerEndpoint, MetadataResponse
 from actors.common.types import NO_LEADER, TopicPartition
 
-__all__ = ["NO_DEADLINE", "ProducerMetadata", "TopicInfo"]
+__all__ = ["NO_DEADLINE", "ClientMetadata", "TopicInfo"]
 
 NO_DEADLINE = 2**63 - 1
 
@@ -36,7 +36,7 @@ class TopicInfo:
     partition_count: int  # len(tps), kept as a field: it is read twice per record sent
 
 
-class ProducerMetadata:
+class ClientMetadata:
     """Leaders by partition, partitions by leader, and the refresh policy (module docstring)."""
 
     def __init__(self, *, metadata_max_age_ms: int, refresh_backoff_ms: int) -> None:

@@ -19,7 +19,6 @@ from actors.common.errors import ErrorCode
 from runtime.codec import wire
 
 __all__ = [
-    "ADMIN_ACTOR_NAME",
     "AlterConfigOp",
     "AlterableConfig",
     "ConfigResourceType",
@@ -46,8 +45,6 @@ __all__ = [
     "InitProducerIdResponse",
     "TopicConfigEntry",
 ]
-
-ADMIN_ACTOR_NAME = "admin"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -5,7 +5,7 @@ Theory of operation
 *Events.* Everything the controller reacts to — its own election, a watch firing, a controlled
 shutdown request, the auto-rebalance tick — becomes an event in one FIFO queue, processed one at a
 time (Kafka's ``ControllerEventManager``). Processing an event means driving its script
-(``controller_logic.py``): each ZooKeeper request the script yields is executed outside the actor
+(``logic.py``): each ZooKeeper request the script yields is executed outside the actor
 (``pipe_to_self`` into ``runtime.coordination.requests.execute``) and its result (or exception) is
 fed back in. When the script ends, the broker requests it batched are sent. Queue size, time in
 queue and processing time per event kind are measured.
@@ -37,8 +37,9 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
 
 from actors.common.errors import ErrorCode
+from actors.common.names import broker_node, broker_ref
 from actors.common.protocol import ControlledShutdownRequest, ControlledShutdownResponse, LeaderAndIsrResponse
-from actors.common.types import BrokerId, broker_node
+from actors.common.types import BrokerId
 from actors.controller.logic import ControllerLogic, Script, Watched, WatchKind
 from actors.controller.requests import BrokerRequest
 from actors.server import zk_data
@@ -51,12 +52,10 @@ from runtime.coordination.requests import FencedError, ZkExists, ZkGet, ZkReques
 from runtime.coordination.session import SessionEvent, SessionState, Subscription
 from runtime.histogram import Histogram, HistogramSnapshot
 from runtime.messages import AskFailure, Requester
-from runtime.ref import ActorRef
 from runtime.transport.addresses import AddressBook
 
-__all__ = ["CONTROLLER_ACTOR_NAME", "ControllerActor", "ControllerMessage", "ControllerStatistics"]
+__all__ = ["ControllerActor", "ControllerMessage", "ControllerStatistics"]
 
-CONTROLLER_ACTOR_NAME = "controller"
 _CHANNEL_RETRY_MS = 100
 _CONNECTION_RETRY_MS = 1_000
 _AUTO_REBALANCE_FIRST_DELAY_MS = 5_000
@@ -510,7 +509,7 @@ class ControllerActor(Actor[ControllerMessage]):
             return _ChannelReply(broker_id, generation, reply)
 
         ctx.ask(
-            ActorRef(node_id=broker_node(broker_id), name="broker"),
+            broker_ref(broker_id),
             channel.queue[0],
             timeout_ms=self.config.controller_socket_timeout_ms,
             on_reply=adapt,

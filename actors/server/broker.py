@@ -17,8 +17,8 @@ fenced on its leader epoch (only a higher epoch is applied; an equal or lower on
 STALE_CONTROLLER_EPOCH for that partition, as Kafka 2.4 does). Leaders stop being fetched and become
 leader; followers whose leader is alive become followers and are handed to the replica fetcher of
 ``(leader, fetcher id)``, created on demand; fetchers left with nothing are stopped. The per
-partition part lives in ``hosted_partitions.py`` (the hosted partitions and their roles) and
-``fetcher_manager.py`` (the replica fetchers); the request-level fencing stays here.
+partition part lives in ``replica_manager.py`` (the hosted partitions and their roles) and
+``fetcher/manager.py`` (the replica fetchers); the request-level fencing stays here.
 
 *Replica manager duties.* ``isr-expiration`` every ``replica.lag.time.max.ms / 2`` ticks the led
 partitions; successful leader ISR writes are recorded in ``isr_change_set`` and propagated by the
@@ -42,8 +42,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
 
-from actors.common.client_protocol import ADMIN_ACTOR_NAME, CreatableTopic, CreateTopicsRequest
+from actors.common.client_protocol import CreatableTopic, CreateTopicsRequest
 from actors.common.errors import ErrorCode
+from actors.common.names import (
+    ADMIN_ACTOR_NAME,
+    REGISTRATION_ACTOR_NAME,
+    TOPIC_CONFIGS_ACTOR_NAME,
+    broker_node,
+)
 from actors.common.protocol import (
     FetchPartitionResponse,
     FetchRequest,
@@ -64,7 +70,7 @@ from actors.common.protocol import (
     UpdateMetadataResponse,
 )
 from actors.common.topic_names import validate_topic_name
-from actors.common.types import TopicPartition, broker_node
+from actors.common.types import TopicPartition
 from actors.server import zk_data
 from actors.server.broker_requests import (
     PendingRequest,
@@ -98,7 +104,6 @@ from actors.server.replica.messages import (
 )
 from actors.server.replica_manager import HostedPartitions
 from actors.server.topic_config_manager import (
-    TOPIC_CONFIGS_ACTOR_NAME,
     LoadTopicConfigs,
     TopicConfigChanged,
     TopicConfigManagerActor,
@@ -117,8 +122,6 @@ from runtime.transport.addresses import AddressBook
 
 __all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
 
-BROKER_ACTOR_NAME = "broker"
-REGISTRATION_ACTOR_NAME = "broker-registration"
 # Kafka's LogManager starts its periodic tasks after this delay.
 _INITIAL_TASK_DELAY_MS = 30_000
 

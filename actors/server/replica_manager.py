@@ -25,8 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from actors.common.errors import ErrorCode
+from actors.common.names import partition_name
 from actors.common.protocol import LeaderAndIsrPartitionState
-from actors.common.types import BrokerId, TopicPartition, partition_name
+from actors.common.types import BrokerId, TopicPartition
 from actors.server.config import BrokerConfig, TopicPolicy
 from actors.server.fetcher.manager import FetcherKey, ReplicaFetcherManager
 from actors.server.metadata_cache import MetadataCache

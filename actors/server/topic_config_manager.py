@@ -31,14 +31,12 @@ from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
 
 __all__ = [
-    "TOPIC_CONFIGS_ACTOR_NAME",
     "LoadTopicConfigs",
     "TopicConfigChanged",
     "TopicConfigManagerActor",
     "TopicConfigsLoaded",
 ]
 
-TOPIC_CONFIGS_ACTOR_NAME = "topic-configs"
 _RETRY_MS = 500
 _log = logging.getLogger("actorlog.broker")
 

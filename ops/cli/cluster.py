@@ -19,9 +19,10 @@ import sys
 from pathlib import Path
 
 from ops.clients.connection import DEFAULT_DATA_DIR
-from ops.config import ConfigError, parse_overrides
+from ops.config import parse_overrides
 from ops.local.cluster import LocalCluster
 from ops.local.zookeeper import ZooKeeperNotInstalledError, ZooKeeperStartError
+from ops.properties import ConfigError
 
 __all__ = ["main"]
 

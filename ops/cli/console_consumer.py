@@ -25,7 +25,8 @@ from actors.clients.consumer.state import ConsumerRecord
 from actors.common.errors import ErrorCode, KafkaError
 from actors.common.types import TopicPartition
 from ops.clients.consumer import Consumer
-from ops.config import ConfigError, parse_overrides
+from ops.config import parse_overrides
+from ops.properties import ConfigError
 from runtime.storage.records import TimestampType
 
 __all__ = ["format_record", "main"]

@@ -19,7 +19,8 @@ import sys
 from collections.abc import AsyncIterator, Callable
 
 from ops.clients.producer import Producer, RecordMetadata
-from ops.config import ConfigError, parse_overrides
+from ops.config import parse_overrides
+from ops.properties import ConfigError
 
 __all__ = ["main"]
 

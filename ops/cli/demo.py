@@ -38,10 +38,10 @@ from actors.common.types import TopicPartition
 from ops.clients.admin import Admin
 from ops.clients.consumer import Consumer
 from ops.clients.producer import Producer
-from ops.config import ConfigError
 from ops.local.cluster import ROOT, LocalCluster
 from ops.local.zk_waits import read_partition_state, wait_for_partition_state
 from ops.local.zookeeper import ZooKeeperNotInstalledError, ZooKeeperStartError
+from ops.properties import ConfigError
 from ops.snapshots import ExportOptions, RoundResult, run_export
 from runtime.clock import LoopClock, wait_ms
 

@@ -36,7 +36,8 @@ from actors.clients.producer.protocol import RecordMetadata
 from actors.common.errors import KafkaError
 from ops.clients.consumer import Consumer
 from ops.clients.producer import Producer
-from ops.config import ConfigError, parse_overrides
+from ops.config import parse_overrides
+from ops.properties import ConfigError
 from runtime.clock import LoopClock, wait_ms
 
 __all__ = ["ConsumerPerfResult", "ProducerPerfStats", "main", "run_consumer_perf", "run_producer_perf"]

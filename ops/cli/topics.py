@@ -25,7 +25,8 @@ from collections.abc import Sequence
 
 from actors.common.errors import ErrorCode, KafkaError
 from ops.clients.admin import Admin, ConfigEntry, TopicDescription
-from ops.config import ConfigError, parse_overrides
+from ops.config import parse_overrides
+from ops.properties import ConfigError
 
 __all__ = ["format_description", "main"]
 

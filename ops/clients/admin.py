@@ -23,7 +23,6 @@ from types import TracebackType
 from typing import Any
 
 from actors.common.client_protocol import (
-    ADMIN_ACTOR_NAME,
     AlterableConfig,
     AlterConfigOp,
     ConfigResourceType,
@@ -44,8 +43,8 @@ from actors.common.client_protocol import (
     TopicConfigEntry,
 )
 from actors.common.errors import ErrorCode, KafkaError
+from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME, broker_node, broker_ref
 from actors.common.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse, PartitionMetadata
-from actors.common.types import broker_node
 from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
 from runtime.clock import wait_ms
 from runtime.ref import ActorRef
@@ -149,7 +148,7 @@ class Admin:
     async def metadata(self, topics: Iterable[str] | None = None) -> MetadataResponse:
         wanted = None if topics is None else tuple(topics)
         response = await self._ask_any(
-            "broker", MetadataRequest(topics=wanted, allow_auto_topic_creation=False)
+            BROKER_ACTOR_NAME, MetadataRequest(topics=wanted, allow_auto_topic_creation=False)
         )
         assert isinstance(response, MetadataResponse)
         self._brokers = response.brokers
@@ -300,7 +299,7 @@ class Admin:
     # ------------------------------------------------------------------------------ transport
 
     def _candidates(self) -> list[ActorRef]:
-        known = [ActorRef(node_id=broker_node(b.broker_id), name="broker") for b in self._brokers]
+        known = [broker_ref(b.broker_id) for b in self._brokers]
         return known + list(self._node.bootstrap_refs)
 
     async def _ask_any(self, actor: str, message: object, *, extra_ms: int = 0) -> Any:

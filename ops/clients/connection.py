@@ -25,11 +25,10 @@ from types import TracebackType
 from typing import Any, Final
 
 from actors.common.errors import ErrorCode, KafkaError
+from actors.common.names import BROKER_ACTOR_NAME, broker_node
 from actors.common.protocol import BrokerEndpoint
-from actors.common.types import broker_node
-from actors.server.broker import BROKER_ACTOR_NAME
-from ops.config import ConfigError, parse_properties
-from ops.wiring import wire_codec
+from ops.codec import wire_codec
+from ops.properties import ConfigError, parse_properties
 from runtime.clock import Clock
 from runtime.errors import RemoteRequestError, TransportError
 from runtime.ref import ActorRef

@@ -33,6 +33,7 @@ from actors.clients.consumer.consumer import (
 )
 from actors.clients.consumer.state import ConsumerRecord
 from actors.common.errors import ErrorCode, KafkaError
+from actors.common.names import CONSUMER_ACTOR_NAME, broker_ref
 from actors.common.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -42,14 +43,12 @@ from actors.common.protocol import (
     MetadataRequest,
     MetadataResponse,
 )
-from actors.common.types import TopicPartition, broker_node
+from actors.common.types import TopicPartition
 from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
-from ops.config import ConfigError
+from ops.properties import ConfigError
 from runtime.ref import ActorRef
 
 __all__ = ["Consumer", "ConsumerRecord"]
-
-_CONSUMER_ACTOR = "consumer"
 
 
 class Consumer:
@@ -77,7 +76,7 @@ class Consumer:
         await self._node.__aenter__()
         node = self._node
         self._ref = node.system.spawn(
-            _CONSUMER_ACTOR,
+            CONSUMER_ACTOR_NAME,
             lambda: ConsumerActor(
                 config=self.config, bootstrap=node.bootstrap_refs, address_book=node.address_book
             ),
@@ -183,7 +182,7 @@ class Consumer:
         offsets: dict[TopicPartition, int] = {}
         for leader, tps in by_leader.items():
             response = await self._node.system.ask(
-                ActorRef(node_id=broker_node(leader), name="broker"),
+                broker_ref(leader),
                 ListOffsetsRequest(
                     replica_id=-1,
                     partitions=tuple(
@@ -202,8 +201,7 @@ class Consumer:
 
     async def _ask_any(self, message: object) -> object:
         return await self._node.ask_first(
-            [ActorRef(node_id=broker_node(b), name="broker") for b in self._node.known_brokers]
-            + list(self._node.bootstrap_refs),
+            [broker_ref(b) for b in self._node.known_brokers] + list(self._node.bootstrap_refs),
             message,
             timeout_ms=self.config.request_timeout_ms,
         )

@@ -63,8 +63,9 @@ from actors.clients.producer.protocol import (
     RecordMetadata,
     SendRecords,
 )
+from actors.common.names import producer_name, producer_results_name
 from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
-from ops.config import ConfigError
+from ops.properties import ConfigError
 from runtime.actor import Actor
 from runtime.clock import Clock
 from runtime.context import Context
@@ -189,7 +190,7 @@ class Producer:
         self._wall_clock_ms = system.clock.wall_clock_ms
         number = next(_names)
         results = system.spawn(
-            f"producer-results-{number}", lambda: _ResultsActor(self), supervision=SupervisorStrategy.stop()
+            producer_results_name(number), lambda: _ResultsActor(self), supervision=SupervisorStrategy.stop()
         )
 
         def make_producer() -> ProducerActor:
@@ -204,7 +205,7 @@ class Producer:
         # A failing producer stops (its on_stop fails whatever was pending) rather than restarting
         # with an empty state that would leave futures without an outcome.
         self._producer_ref = system.spawn(
-            f"producer-{self.config.client_id}-{number}", make_producer, supervision=SupervisorStrategy.stop()
+            producer_name(self.config.client_id, number), make_producer, supervision=SupervisorStrategy.stop()
         )
         self._started = True
 

@@ -13,8 +13,8 @@ Routes (all JSON; the ``/v1`` ones need ``Authorization: Bearer <internal.auth.s
 
 Theory of operation
 -------------------
-Handlers are thin: parse and validate (``json_api_model``, pure), then ask the actor system, then
-shape the answer (``json_api_model`` again). Metadata comes from the local broker actor's metadata
+Handlers are thin: parse and validate (``model.py``, pure), then ask the actor system, then
+shape the answer (``model.py`` again). Metadata comes from the local broker actor's metadata
 cache (what the controller last sent). Produce and read requests go to the partition's leader,
 asking that broker's ``broker`` actor directly (the node's address book knows every live broker):
 records for one partition travel as one v2 record batch; one ProduceRequest per leader.
@@ -49,6 +49,7 @@ import orjson
 from aiohttp import web
 
 from actors.common.errors import ErrorCode
+from actors.common.names import BROKER_ACTOR_NAME, broker_node
 from actors.common.protocol import (
     CONSUMER_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -69,8 +70,6 @@ from actors.common.protocol import (
     ProduceResponse,
     TopicMetadata,
 )
-from actors.common.types import broker_node
-from actors.server.broker import BROKER_ACTOR_NAME
 from ops.json_api.model import (
     MAX_RECORDS_PER_REQUEST,
     ApiError,

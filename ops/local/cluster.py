@@ -35,9 +35,10 @@ from types import TracebackType
 import orjson
 
 from actors.server import zk_data
-from ops.config import ConfigError, parse_properties, settings_from_properties
+from ops.config import settings_from_properties
 from ops.local.prometheus import LocalPrometheus, ScrapeTarget
 from ops.local.zookeeper import LocalZooKeeper
+from ops.properties import ConfigError, parse_properties
 from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
 

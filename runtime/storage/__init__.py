@@ -14,7 +14,7 @@ The storage knows offsets, batches, leader epochs and producer ids only: never r
 the ISR or the controller. Nothing here imports ``actors`` or ``ops``.
 """
 
-from runtime.storage.checkpoint import CheckpointWrite, EpochEntry, TopicPartition
+from runtime.storage.checkpoint import CheckpointWrite, EpochEntry
 from runtime.storage.compression import CompressionType
 from runtime.storage.config import CompressionConfig, FlushPolicy, LogConfig
 from runtime.storage.errors import (
@@ -48,6 +48,7 @@ from runtime.storage.records import (
     TimestampType,
     iterate_batches,
 )
+from runtime.storage.topic_partition import TopicPartition
 
 __all__ = [
     "CLEAN_SHUTDOWN_FILE",

@@ -29,6 +29,7 @@ from typing import Final
 
 from runtime.storage.errors import CorruptCheckpointError
 from runtime.storage.fs import FileSystem
+from runtime.storage.topic_partition import TopicPartition
 
 __all__ = [
     "CHECKPOINT_VERSION",
@@ -39,7 +40,6 @@ __all__ = [
     "EpochEntry",
     "LeaderEpochCheckpointFile",
     "OffsetCheckpointFile",
-    "TopicPartition",
     "read_checkpoint_lines",
     "write_atomically",
 ]
@@ -49,15 +49,6 @@ REPLICATION_OFFSET_CHECKPOINT: Final = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT: Final = "recovery-point-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT: Final = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT: Final = "leader-epoch-checkpoint"
-
-
-@dataclass(frozen=True, slots=True, order=True)
-class TopicPartition:
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
 
 
 @dataclass(frozen=True, slots=True)

@@ -38,11 +38,11 @@ from runtime.storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     CheckpointWrite,
     OffsetCheckpointFile,
-    TopicPartition,
 )
 from runtime.storage.config import LogConfig
 from runtime.storage.fs import FileSystem
 from runtime.storage.log import Log
+from runtime.storage.topic_partition import TopicPartition
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager", "parse_partition_directory"]
 

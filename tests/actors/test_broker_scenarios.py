@@ -13,12 +13,13 @@ import asyncio
 import pytest
 
 from actors.common.errors import ErrorCode
+from actors.common.names import fetcher_name
 from actors.common.protocol import (
     LeaderAndIsrPartitionState,
     OffsetForLeaderEpochResult,
     OffsetsForLeaderEpochResponse,
 )
-from actors.common.types import TopicPartition, fetcher_name
+from actors.common.types import TopicPartition
 from actors.server.replica.partition_state import Role
 from tests.support.cluster import InProcessCluster, batch
 

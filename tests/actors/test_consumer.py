@@ -20,6 +20,7 @@ from actors.clients.consumer.consumer import (
     SeekToEnd,
 )
 from actors.common.errors import ErrorCode
+from actors.common.names import broker_ref
 from actors.common.types import TopicPartition
 from runtime.ref import ActorRef
 from tests.support.cluster import InProcessCluster, batch
@@ -42,7 +43,7 @@ async def cluster() -> AsyncIterator[InProcessCluster]:
 
 def consumer(cluster: InProcessCluster, name: str = "consumer", **config: object) -> ActorRef:
     settings = ConsumerConfig.from_properties({"fetch.max.wait.ms": "100", **config})
-    bootstrap = [ActorRef(node_id="3", name="broker")]
+    bootstrap = [broker_ref(3)]
     return cluster.client.spawn(name, lambda: ConsumerActor(config=settings, bootstrap=bootstrap))
 
 

@@ -41,8 +41,9 @@ from actors.clients.producer.protocol import (
     RecordMetadata,
     SendRecords,
 )
-from actors.common.client_protocol import ADMIN_ACTOR_NAME, InitProducerIdRequest, InitProducerIdResponse
+from actors.common.client_protocol import InitProducerIdRequest, InitProducerIdResponse
 from actors.common.errors import ErrorCode
+from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME
 from actors.common.protocol import (
     BrokerEndpoint,
     MetadataRequest,
@@ -65,7 +66,7 @@ from runtime.transport.addresses import AddressBook
 from tests.support.producer_faults import LogBackedLeader
 
 RESULTS = ActorRef(node_id="client", name="results")
-BOOTSTRAP = ActorRef(node_id="bootstrap-0", name="broker")
+BOOTSTRAP = ActorRef(node_id="bootstrap-0", name=BROKER_ACTOR_NAME)
 TOPIC = "test"
 TP0 = TopicPartition(TOPIC, 0)
 TP1 = TopicPartition(TOPIC, 1)

@@ -11,8 +11,9 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from actors.common.client_protocol import ADMIN_ACTOR_NAME, InitProducerIdRequest, InitProducerIdResponse
+from actors.common.client_protocol import InitProducerIdRequest, InitProducerIdResponse
 from actors.common.errors import ErrorCode, KafkaError
+from actors.common.names import ADMIN_ACTOR_NAME
 from actors.common.types import TopicPartition
 from actors.server import zk_data
 from ops.clients.admin import Admin

@@ -14,6 +14,7 @@ import pytest
 import pytest_asyncio
 
 from actors.common.errors import ErrorCode
+from actors.common.names import controller_ref
 from actors.common.protocol import (
     ControlledShutdownRequest,
     ControlledShutdownResponse,
@@ -22,7 +23,6 @@ from actors.common.protocol import (
 )
 from actors.common.types import TopicPartition
 from actors.server import zk_data
-from runtime.ref import ActorRef
 from tests.support.process_cluster import ProcessCluster, ProduceLoop
 from tests.support.producer_faults import read_partition
 
@@ -188,7 +188,7 @@ async def test_controlled_shutdown_requests_move_leadership_and_shrink_the_isr(
     await cluster.create_topic(TP.topic, {0: [1, 2, 3]})
     await cluster.wait_for_partition_state(TP, lambda s: s.leader == 1 and len(s.isr) == 3, timeout_s=30)
     controller_id, _ = await cluster.controller()
-    controller = ActorRef(node_id=str(controller_id), name="controller")
+    controller = controller_ref(controller_id)
 
     async def shut_down(broker_id: int, epoch: int) -> ControlledShutdownResponse:
         response = await cluster.client.ask(

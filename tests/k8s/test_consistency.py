@@ -26,7 +26,8 @@ from actors.server.config import BrokerConfig
 from ops.broker_main import health_routes
 from ops.cli.main import COMMANDS
 from ops.clients.connection import SECRET_ENV
-from ops.config import BrokerSettings, ConfigError, load_broker_settings
+from ops.config import BrokerSettings, load_broker_settings
+from ops.properties import ConfigError
 from runtime.metrics import NodeMetrics
 from tests.k8s import dockerfile, manifests
 from tests.k8s.manifests import POD_INDEX_LABEL, Doc, PodIdentity

@@ -20,7 +20,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 
 from ops.cli.main import COMMANDS
-from ops.config import parse_properties
+from ops.properties import parse_properties
 from tests.k8s import dockerfile, manifests
 
 pytestmark = pytest.mark.k8s

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from ops.broker_main import main as broker_main
-from ops.config import ConfigError, load_broker_settings, parse_properties
+from ops.config import load_broker_settings
+from ops.properties import ConfigError, parse_properties
 
 BASE = {
     "broker.id": "2",

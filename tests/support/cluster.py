@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from actors.common.names import BROKER_ACTOR_NAME, broker_ref, partition_name
 from actors.common.protocol import (
     BrokerEndpoint,
     FetchPartition,
@@ -40,11 +41,12 @@ from actors.common.protocol import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
-from actors.common.types import TopicPartition, broker_node
+from actors.common.types import TopicPartition
 from actors.server import zk_data
 from actors.server.broker import BrokerActor
 from actors.server.config import BrokerConfig
-from ops.wiring import BrokerNode, NodeAdapters, broker_node_context, wire_codec
+from ops.codec import wire_codec
+from ops.wiring import BrokerNode, NodeAdapters, broker_node_context
 from runtime.activity import Activity
 from runtime.clock import ManualClock
 from runtime.coordination import MemoryCoordinator, MemoryZooKeeper, NodeExistsError
@@ -102,7 +104,7 @@ class BrokerHandle:
 
     @property
     def ref(self) -> ActorRef:
-        return ActorRef(node_id=broker_node(self.broker_id), name="broker")
+        return broker_ref(self.broker_id)
 
 
 @dataclass
@@ -512,7 +514,7 @@ class InProcessCluster:
         node = self.brokers[broker_id].node
         assert node is not None
         for ref, actor in node.system.actor_instances():
-            if ref.name == "broker":
+            if ref.name == BROKER_ACTOR_NAME:
                 assert isinstance(actor, BrokerActor)
                 return actor
         raise KeyError(f"broker {broker_id} has no broker actor")
@@ -530,7 +532,7 @@ class InProcessCluster:
         node = self.brokers[broker_id].node
         assert node is not None
         for ref, actor in node.system.actor_instances():
-            if ref.name == f"partition/{tp}":
+            if ref.name == partition_name(tp):
                 return actor
         raise KeyError(f"broker {broker_id} hosts no {tp}")
 

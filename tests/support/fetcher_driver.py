@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.common.errors import ErrorCode
+from actors.common.names import BROKER_ACTOR_NAME, fetcher_name
 from actors.common.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -38,7 +39,7 @@ from actors.common.protocol import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-from actors.common.types import TopicPartition, fetcher_name
+from actors.common.types import TopicPartition
 from actors.server.config import BrokerConfig
 from actors.server.fetcher.replica_fetcher import (
     AddPartitions,
@@ -306,7 +307,7 @@ class FetcherDriver:
         for effect in effects:
             if not isinstance(effect, Ask):
                 continue
-            if effect.target.name == "broker":
+            if effect.target.name == BROKER_ACTOR_NAME:
                 assert effect.target.node_id == str(LEADER_ID)
                 assert not self.to_leader, "the fetcher has two requests in flight to the leader"
                 self.to_leader.append(effect)

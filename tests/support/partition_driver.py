@@ -16,8 +16,9 @@ import random
 from typing import Any
 
 from actors.common.errors import ErrorCode
+from actors.common.names import broker_ref, partition_name
 from actors.common.protocol import LeaderAndIsrPartitionState, OffsetForLeaderEpochResult
-from actors.common.types import TopicPartition, partition_name
+from actors.common.types import TopicPartition
 from actors.server import zk_data
 from actors.server.config import BrokerConfig, TopicPolicy
 from actors.server.replica.messages import (
@@ -37,7 +38,6 @@ from runtime.clock import ManualClock
 from runtime.coordination import MemoryCoordinator, MemoryZooKeeper, NodeExistsError
 from runtime.effects import Effect, Pipe, Reply
 from runtime.messages import Requester
-from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
 from runtime.storage.fs import MemoryFileSystem
 from runtime.storage.log import Log
@@ -80,7 +80,7 @@ class PartitionDriver:
         )
         self.zookeeper = zookeeper if zookeeper is not None else MemoryZooKeeper()
         self.coordinator = MemoryCoordinator(self.zookeeper)
-        self.broker = ActorRef(node_id=str(broker_id), name="broker")
+        self.broker = broker_ref(broker_id)
         self.policy = TopicPolicy(min_insync_replicas=min_insync_replicas)
         self.config = BrokerConfig(
             broker_id=broker_id,

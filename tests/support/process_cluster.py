@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from actors.common.client_protocol import (
-    ADMIN_ACTOR_NAME,
     CreatableTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
     TopicConfigEntry,
 )
 from actors.common.errors import ErrorCode
+from actors.common.names import ADMIN_ACTOR_NAME, broker_node, broker_ref
 from actors.common.protocol import (
     BrokerEndpoint,
     MetadataRequest,
@@ -34,11 +34,11 @@ from actors.common.protocol import (
     ProduceRequest,
     ProduceResponse,
 )
-from actors.common.types import TopicPartition, broker_node
+from actors.common.types import TopicPartition
 from actors.server import zk_data
+from ops.codec import wire_codec
 from ops.local.cluster import launch_broker
 from ops.local.zk_waits import read_partition_state, wait_for_partition_state, wait_for_znode
-from ops.wiring import wire_codec
 from runtime.coordination.zk import ZkCoordinator
 from runtime.ref import ActorRef
 from runtime.storage.record_builder import SimpleRecord, build_batch
@@ -71,7 +71,7 @@ class BrokerProcess:
 
     @property
     def ref(self) -> ActorRef:
-        return ActorRef(node_id=broker_node(self.broker_id), name="broker")
+        return broker_ref(self.broker_id)
 
     @property
     def pid(self) -> int:

@@ -2,7 +2,7 @@
 
 It keeps the cluster metadata of the assigned topics, resolves offset resets with ListOffsets at
 each partition's leader, and keeps one Fetch in flight per leader for the fetchable partitions
-(``consumer_state.py``). ``Poll`` hands out buffered records at once, or parks until some arrive or
+(``state.py``). ``Poll`` hands out buffered records at once, or parks until some arrive or
 its timeout passes. The application side (``ops/clients/consumer.py``) only tells and asks.
 
 Rules kept (Kafka 2.4's ``Fetcher``/``KafkaConsumer``):
@@ -25,8 +25,9 @@ from typing import TypeAlias, assert_never
 
 from actors.clients.consumer.config import ConsumerConfig, OffsetResetStrategy
 from actors.clients.consumer.state import ConsumerRecord, SubscriptionState
-from actors.clients.metadata import NO_DEADLINE, ProducerMetadata
+from actors.clients.metadata import NO_DEADLINE, ClientMetadata
 from actors.common.errors import ErrorCode, KafkaError
+from actors.common.names import broker_node, broker_ref
 from actors.common.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -39,7 +40,7 @@ from actors.common.protocol import (
     MetadataRequest,
     MetadataResponse,
 )
-from actors.common.types import TopicPartition, broker_node
+from actors.common.types import TopicPartition
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.messages import Requester
@@ -59,8 +60,6 @@ __all__ = [
     "SeekToBeginning",
     "SeekToEnd",
 ]
-
-_BROKER = "broker"
 
 
 # ---------------------------------------------------------------------- the application's API
@@ -205,7 +204,7 @@ class ConsumerActor(Actor[ConsumerMessage]):
         self.bootstrap = tuple(bootstrap)
         self.address_book = address_book
         self.subscriptions = SubscriptionState(config.auto_offset_reset)
-        self.metadata = ProducerMetadata(
+        self.metadata = ClientMetadata(
             metadata_max_age_ms=config.metadata_max_age_ms, refresh_backoff_ms=config.retry_backoff_ms
         )
         self._metadata_attempts = 0
@@ -379,7 +378,7 @@ class ConsumerActor(Actor[ConsumerMessage]):
 
     def _send_metadata(self, ctx: Context[ConsumerMessage], now_ms: int) -> None:
         topics = self.metadata.update_started(now_ms)
-        known = [ActorRef(node_id=broker_node(b), name=_BROKER) for b in sorted(self.metadata.brokers)]
+        known = [broker_ref(b) for b in sorted(self.metadata.brokers)]
         candidates = known + list(self.bootstrap)
         target = candidates[self._metadata_attempts % len(candidates)]
         self._metadata_attempts += 1
@@ -431,7 +430,7 @@ class ConsumerActor(Actor[ConsumerMessage]):
             )
             strategies = tuple(wanted)
             ctx.ask(
-                ActorRef(node_id=broker_node(node), name=_BROKER),
+                broker_ref(node),
                 request,
                 timeout_ms=self.config.request_timeout_ms,
                 on_reply=_offsets_answer(node, strategies),
@@ -485,7 +484,7 @@ class ConsumerActor(Actor[ConsumerMessage]):
             self._fetching.add(node)
             self.fetches_total += 1
             ctx.ask(
-                ActorRef(node_id=broker_node(node), name=_BROKER),
+                broker_ref(node),
                 request,
                 timeout_ms=self.config.request_timeout_ms + self.config.fetch_max_wait_ms,
                 on_reply=_fetch_answer(node, offsets),

@@ -42,9 +42,9 @@ Rules kept (Kafka 2.4's ``RecordAccumulator``, ``ProducerBatch``, ``BufferPool``
   ready nor drained, but its batches still expire.
 * Expiry is by creation time: ``now - created_ms >= delivery.timeout.ms``, from each deque's head.
 
-What this module does not do: hold the batch and pool types (``producer_batch.py``), choose
+What this module does not do: hold the batch and pool types (``batch.py``), choose
 partitions (``partitioner.py``), talk to brokers, track in-flight requests or sequences
-(``producer_sender.py``, ``producer_idempotence.py``).
+(``sender.py``, ``idempotence.py``).
 """
 
 from __future__ import annotations

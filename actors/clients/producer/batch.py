@@ -126,7 +126,7 @@ class ProducerBatch:
         self.base_sequence = NO_SEQUENCE
         self.sequence_reset = False
         # Whether every earlier sequence of its partition was acknowledged when this attempt was
-        # sent (see producer_idempotence.py: requests to a broker are not ordered in transit here).
+        # sent (see idempotence.py: requests to a broker are not ordered in transit here).
         self.sent_as_next_sequence = False
 
     def __repr__(self) -> str:

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 The client library (``ops/clients/producer.py``) hands records over in chunks (``SendRecords``, one
 message per event-loop turn) and receives their outcomes as ``ProducerResults`` told to its
-``results`` ref. The pure ``Sender`` (``producer_sender.py``) partitions, batches, expires and
+``results`` ref. The pure ``Sender`` (``sender.py``) partitions, batches, expires and
 interprets answers; this actor does the talking and the timing around it. After every message it
 runs the sender once and then:
 
@@ -12,7 +12,7 @@ runs the sender once and then:
   after ``request.timeout.ms`` (a tell for ``acks=0``, which nobody answers);
 * with idempotence and no producer id, asks a broker's ``admin`` actor for one (InitProducerId),
   again after ``retry.backoff.ms`` when that fails;
-* refreshes metadata when due (``producer_metadata.py``): a ``MetadataRequest`` for the topics in
+* refreshes metadata when due (``actors/clients/metadata.py``): a ``MetadataRequest`` for the topics in
   use to a known broker — the bootstrap servers until the first answer, then the brokers it named,
   then the bootstrap servers again — moving to the next one after a failure. Broker addresses from
   the answer go to the client's ``AddressBook``, as the broker actor does with UpdateMetadata;
@@ -53,11 +53,10 @@ from actors.clients.producer.protocol import (
     SendRecords,
 )
 from actors.clients.producer.sender import PreparedRequest, Sender
-from actors.common.client_protocol import ADMIN_ACTOR_NAME, InitProducerIdRequest, InitProducerIdResponse
+from actors.common.client_protocol import InitProducerIdRequest, InitProducerIdResponse
 from actors.common.errors import ErrorCode
+from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME, broker_node
 from actors.common.protocol import MetadataRequest, MetadataResponse
-from actors.common.types import broker_node
-from actors.server.broker import BROKER_ACTOR_NAME
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.histogram import HistogramSnapshot

@@ -48,7 +48,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from actors.clients.metadata import ProducerMetadata, TopicInfo
+from actors.clients.metadata import ClientMetadata, TopicInfo
 from actors.clients.producer.accumulator import ABORTED_FOR_NEW_BATCH, RecordAccumulator
 from actors.clients.producer.batch import NO_DEADLINE, BlockedRecord, ProducerBatch, estimate_size_upper_bound
 from actors.clients.producer.config import ProducerConfig
@@ -110,7 +110,7 @@ class Sender:
             compression=config.compression_type,
             idempotent=config.enable_idempotence,
         )
-        self.metadata = ProducerMetadata(
+        self.metadata = ClientMetadata(
             metadata_max_age_ms=config.metadata_max_age_ms, refresh_backoff_ms=config.retry_backoff_ms
         )
         self.idempotence = IdempotenceManager() if config.enable_idempotence else None

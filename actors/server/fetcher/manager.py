@@ -17,7 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from actors.common.types import BrokerId, TopicPartition, fetcher_name
+from actors.common.names import fetcher_name
+from actors.common.types import BrokerId, TopicPartition
 from actors.server.config import BrokerConfig
 from actors.server.fetcher.fetcher_id import fetcher_id
 from actors.server.fetcher.replica_fetcher import AddPartitions, RemovePartitions, ReplicaFetcherActor

@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
 
 from actors.common.errors import ErrorCode
+from actors.common.names import broker_ref, partition_name
 from actors.common.protocol import (
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
@@ -59,7 +60,7 @@ from actors.common.protocol import (
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
-from actors.common.types import TopicPartition, broker_node, partition_name
+from actors.common.types import TopicPartition
 from actors.server.config import BrokerConfig
 from actors.server.replica.messages import (
     AppendAsFollower,
@@ -74,7 +75,6 @@ from actors.server.replica.messages import (
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.messages import AskFailure
-from runtime.ref import ActorRef
 
 __all__ = [
     "AddPartitions",
@@ -199,7 +199,7 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         self.fetcher_id = fetcher_id
         self.source_broker_id = source_broker_id
         self.config = config
-        self.leader = ActorRef(node_id=broker_node(source_broker_id), name="broker")
+        self.leader = broker_ref(source_broker_id)
         self.partitions: dict[TopicPartition, PartitionFetchState] = {}
         self.failed: set[TopicPartition] = set()
         self.requests_total = 0

@@ -19,7 +19,7 @@ Leader:
   (§3.3), may start an ISR expansion (§4, using the HW before this fetch's increment) and may move the
   HW (§5.1) — in that order, as Kafka 2.4 does.
 * ISR changes are conditional ZooKeeper writes on the cached zkVersion, performed outside the actor
-  (``pipe_to_self``, the I/O in ``partition_state_store.py``). While one is in flight no other
+  (``pipe_to_self``, the I/O in ``state_store.py``). While one is in flight no other
   starts, and the HW is computed over the maximal ISR. BADVERSION is checked by re-reading the znode
   (a retried write that landed counts as success); any other outcome is a failed update (counted)
   and the committed ISR stays as it was.
@@ -27,7 +27,7 @@ Leader:
   broker asked (``NotifyOnChange``), the broker gets one ``PartitionChanged`` to re-check parked
   fetches.
 
-Follower (the handlers live in ``partition_follower.py``):
+Follower (the handlers live in ``follower.py``):
 * The fetcher asks for the log's latest epoch (``GetFollowerLogState``), reports the leader's
   OffsetsForLeaderEpoch answer (``TruncateOnLeaderEpoch``, decided by ``truncation.py``), and appends
   fetched batches byte for byte (``AppendAsFollower``), after which the follower HW becomes
@@ -36,7 +36,7 @@ Follower (the handlers live in ``partition_follower.py``):
   FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER, so a fetcher can never apply data across a
   leadership change.
 
-Statistics: ``partition_statistics.py``.
+Statistics: ``statistics.py``.
 
 What this actor deliberately does not do: choose leaders (the controller), fence LeaderAndIsr
 epochs (the broker does, before telling the partition), park fetches spanning partitions (the broker).

@@ -8,11 +8,11 @@ from runtime.storage.checkpoint import (
     EpochEntry,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
-    TopicPartition,
     write_atomically,
 )
 from runtime.storage.errors import CorruptCheckpointError
 from runtime.storage.fs import MemoryFileSystem
+from runtime.storage.topic_partition import TopicPartition
 
 
 def _fs() -> MemoryFileSystem:

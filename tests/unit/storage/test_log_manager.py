@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from runtime.storage.checkpoint import TopicPartition
 from runtime.storage.config import LogConfig
 from runtime.storage.fs import FileSystem, MemoryFileSystem
 from runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, parse_partition_directory
 from runtime.storage.os_fs import OsFileSystem
+from runtime.storage.topic_partition import TopicPartition
 from tests.unit.storage.helpers import append_values, values
 
 ORDERS = TopicPartition("orders", 0)
