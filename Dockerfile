@@ -45,7 +45,7 @@ COPY actors ./actors
 COPY ops ./ops
 RUN pip install --no-deps . \
  && actorlog --help >/dev/null \
- && python -c "import ops.broker_main, ops.snapshots"
+ && python -c "import ops.broker_main, ops.cli.snapshots"
 
 FROM ${PYTHON_IMAGE} AS broker
 LABEL org.opencontainers.image.title="actorlog" \

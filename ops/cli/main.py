@@ -24,8 +24,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dump-log": ("ops.cli.dump_log", "print the contents of log segment and index files"),
     "demo": ("ops.cli.demo", "the main job: a local cluster, ISR shrink/expand, leader failover, rollup"),
     "rollup": ("ops.rollup.job", "PySpark rollup of exported metric snapshots"),
-    "snapshots": ("ops.snapshots", "export metric snapshots from a running cluster (snapshots export)"),
-    "zookeeper": ("ops.local.zookeeper", "run a standalone ZooKeeper from the installed package"),
+    "snapshots": ("ops.cli.snapshots", "export metric snapshots from a running cluster (snapshots export)"),
+    "zookeeper": ("ops.cli.zookeeper", "run a standalone ZooKeeper from the installed package"),
 }
 
 

@@ -28,7 +28,6 @@ Rules kept here:
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import os
@@ -36,8 +35,7 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -48,7 +46,6 @@ __all__ = [
     "ZooKeeperNotInstalledError",
     "ZooKeeperStartError",
     "find_installation",
-    "main",
 ]
 
 _DEBIAN_JAVA_DIR = Path("/usr/share/java")
@@ -405,35 +402,3 @@ class _Deadline:
         with contextlib.suppress(subprocess.TimeoutExpired):
             self._process.wait(pause)
         return True
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m ops.local.zookeeper --port N --data-dir D``: one ZooKeeper in the foreground."""
-    parser = argparse.ArgumentParser(prog="python -m ops.local.zookeeper", description=main.__doc__)
-    parser.add_argument("--port", type=int, default=2181, help="client port (0 picks a free one)")
-    parser.add_argument("--host", default="127.0.0.1", help="address to listen on")
-    parser.add_argument("--data-dir", required=True, help="its own directory: zoo.cfg, data, log")
-    parser.add_argument("--tick-time-ms", type=int, default=2000, help="ZooKeeper tickTime")
-    args = parser.parse_args(argv)
-    server = LocalZooKeeper(
-        args.data_dir, port=args.port or None, host=args.host, tick_time_ms=args.tick_time_ms
-    )
-    # Block the stop signals so that sigwait receives them instead of their default handlers.
-    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT, signal.SIGTERM})
-    try:
-        server.start_sync()
-    except (ZooKeeperNotInstalledError, ZooKeeperStartError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 1
-    print(f"ZooKeeper serving on {server.connect_string} (pid {server.pid}); log: {server.log_path}")
-    print("Press Ctrl-C to stop.")
-    try:
-        signal.sigwait({signal.SIGINT, signal.SIGTERM})
-    finally:
-        server.stop_sync()
-    print("ZooKeeper stopped.")
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -25,6 +25,7 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from ops.cli.snapshots import main
 from ops.clients.connection import SECRET_ENV
 from ops.snapshots import (
     ExportOptions,
@@ -32,7 +33,6 @@ from ops.snapshots import (
     RoundResult,
     SnapshotExporter,
     fetch_membership,
-    main,
     read_snapshots,
     run_export,
     snapshot_path,
