@@ -4,7 +4,7 @@ One source of truth for the collectors (``ops/broker_metrics.py`` emits only the
 dashboards and Prometheus rules (tests check every expression uses catalogued names), and the
 PySpark rollup (which reads snapshots of these series).
 
-Naming (ecosystem.md §2): Kafka's replication and controller metrics use the names the Strimzi /
+Naming (docs/operations.md §1): Kafka's replication and controller metrics use the names the Strimzi /
 jmx_exporter configuration produces (``kafka_server_replicamanager_isrshrinks_total``...), with the
 same labels, so existing dashboards and alerts work. New metrics, and every latency, follow
 Prometheus conventions with base units (``_seconds`` histograms). Counters are listed with their
@@ -66,7 +66,7 @@ CATALOG: tuple[MetricSpec, ...] = (
                "Partitions led by this broker whose ISR equals min.insync.replicas."),
     MetricSpec("kafka_server_replicamanager_partitioncount", G, "Partitions hosted by this broker."),
     MetricSpec("kafka_server_replicamanager_leadercount", G, "Partitions led by this broker."),
-    # --- ISR change propagation (the 5 s / 60 s rule, kafka-semantics.md §6.1) ---------------
+    # --- ISR change propagation (the 5 s / 60 s rule, docs/propagation.md §1) ---------------
     MetricSpec("kafka_server_isrchangepropagation_checks_total", C,
                "isr-change-propagation checks with pending changes, by outcome: written (after 5 s "
                "of quiet), forced (by the 60 s bound while changes kept coming; also writes), "

@@ -20,7 +20,7 @@ Rules kept here:
   survives a crash. Readers only consider names ending in ``.parquet``, so a crash mid-write leaves
   at worst a ``.tmp`` that every reader skips.
 * ``_created`` samples are dropped: they are the creation time of a series, not a measurement, and
-  would double the series count (ecosystem.md §2.4).
+  would double the series count (docs/operations.md §2).
 * The exporter follows membership: each round asks the bootstrap servers (then every broker it has
   seen) for the live brokers. A broker whose scrape fails is logged and skipped for that round; a
   membership lookup that fails on the first round is fatal (the cluster is unreachable), later it

@@ -3,7 +3,7 @@
 Protocol failures travel in responses as an ``ErrorCode`` (Kafka's numbers and names), never as
 exceptions. Each code knows whether a client may retry it (``retriable``) and whether it means the
 client's metadata is stale (``invalid_metadata``: refresh before retrying), as Kafka's ``Errors``
-enum and the Java client's exception hierarchy define them (kafka-semantics.md §12.3, §14.1).
+enum and the Java client's exception hierarchy define them (docs/producer.md §3, docs/replication.md §7).
 
 Kafka 2.7 renamed NOT_LEADER_FOR_PARTITION (6) to NOT_LEADER_OR_FOLLOWER; the new name is used.
 """

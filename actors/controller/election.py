@@ -1,4 +1,4 @@
-"""Leader election algorithms (kafka-semantics.md §11.4), as pure functions.
+"""Leader election algorithms (docs/controller.md §4), as pure functions.
 
 Every algorithm walks the assigned replicas **in assignment order** and returns the new leader and
 ISR, or None when no replica qualifies. "Live" means alive in ZooKeeper; shutting-down brokers

@@ -1,4 +1,4 @@
-"""The controller's event logic (kafka-semantics.md §6.2, §11), as sans-I/O scripts.
+"""The controller's event logic (docs/propagation.md §2, docs/controller.md), as sans-I/O scripts.
 
 Each controller event is a *script*: a generator that yields ZooKeeper requests (pure data from
 ``runtime.coordination.requests``, optionally ``Watched``) and receives their results (or their
@@ -184,7 +184,8 @@ class ControllerLogic:
     # ------------------------------------------------------------------------------- election
 
     def elect(self) -> Script:
-        """Try to become the controller (§11.2). Sets ``active`` and runs failover on a win."""
+        """Try to become the controller (docs/controller.md §2). Sets ``active`` and runs failover on a
+        win."""
         stat = yield Watched(ZkExists(zk_data.CONTROLLER_PATH, watch=True), WatchKind.CONTROLLER)
         if stat is not None:
             return
@@ -820,7 +821,8 @@ class ControllerLogic:
         )
 
     def on_auto_rebalance(self, imbalance_percentage: int) -> Script:
-        """§11.7: per preferred broker, rebalance when too many of its partitions are led elsewhere."""
+        """docs/controller.md §7: per preferred broker, rebalance when too many of its partitions are led
+        elsewhere."""
         context = self.context
         by_preferred: dict[BrokerId, list[TopicPartition]] = {}
         for tp in context.all_partitions():

@@ -1,6 +1,6 @@
 """The controller's model of the cluster, and its two state machines as data tables.
 
-``ControllerContext`` is what the active controller knows (kafka-semantics.md §11): live brokers
+``ControllerContext`` is what the active controller knows (docs/controller.md): live brokers
 with their epochs, brokers shutting down, topic assignments, each partition's leader/ISR/epochs and
 zkVersion, and the state of every partition and replica. It is loaded from ZooKeeper at failover
 and kept current by the controller's events; it never does I/O.

@@ -104,8 +104,8 @@ class FetchDecision:
 
 
 def decide_fetch(request: FetchRequest, results: dict[TopicPartition, object]) -> FetchDecision:
-    """§10.2: answer now if the request does not wait, any partition erred, enough bytes are there,
-    or (followers, KIP-392) a partition's HW moved past what the follower was last sent."""
+    """docs/replication.md §5.2: answer now if the request does not wait, any partition erred, enough bytes
+    are there, or (followers, KIP-392) a partition's HW moved past what the follower was last sent."""
     total = 0
     respond = request.max_wait_ms <= 0 or not request.partitions
     for result in results.values():

@@ -1,6 +1,6 @@
 """What a broker reports: Kafka's BrokerState numbers, the statistics snapshot the metrics
-collectors read at scrape time, and the per-request-kind counters behind it (kafka-semantics.md
-§6.3; request counts, errors and durations in the shape of ``kafka.network:type=RequestMetrics``).
+collectors read at scrape time, and the per-request-kind counters behind it (docs/propagation.md
+§3; request counts, errors and durations in the shape of ``kafka.network:type=RequestMetrics``).
 """
 
 from __future__ import annotations

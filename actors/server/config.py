@@ -29,7 +29,7 @@ class TopicPolicy:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerConfig:
     broker_id: int
-    # ISR maintenance (kafka-semantics.md §1.1). Kafka 2.5+ raised the lag default to 30000.
+    # ISR maintenance (docs/defaults.md §1). Kafka 2.5+ raised the lag default to 30000.
     replica_lag_time_max_ms: int = 10_000
     replica_high_watermark_checkpoint_interval_ms: int = 5_000
     # Follower fetching.

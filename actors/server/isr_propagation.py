@@ -1,4 +1,4 @@
-"""The ISR change propagation rule of the ZooKeeper era (kafka-semantics.md §6.1), as pure state.
+"""The ISR change propagation rule of the ZooKeeper era (docs/propagation.md §1), as pure state.
 
 A leader that changes an ISR in ZooKeeper records the partition in ``isr_change_set``. Every 2500 ms
 the ``isr-change-propagation`` task checks: if the set is non-empty **and** (no change was recorded

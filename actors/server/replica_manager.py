@@ -1,5 +1,5 @@
-"""The partitions a broker hosts and their roles: Kafka's ``ReplicaManager.becomeLeaderOrFollower``
-and ``stopReplicas`` (kafka-semantics.md §7.2, §11.5), after the broker fenced the request on the
+"""The partitions a broker hosts and their roles: Kafka's ``ReplicaManager.becomeLeaderOrFollower`` and
+``stopReplicas`` (docs/replication.md §6.2, docs/controller.md §5), after the broker fenced the request on the
 controller epoch.
 
 House rules

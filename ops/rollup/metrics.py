@@ -43,7 +43,7 @@ ISR_SHRINKS: Final = spec("kafka_server_replicamanager_isrshrinks_total")
 ISR_EXPANDS: Final = spec("kafka_server_replicamanager_isrexpands_total")
 FAILED_ISR_UPDATES: Final = spec("kafka_server_replicamanager_failedisrupdates_total")
 
-# --- ISR change propagation (the 5 s black-out / 60 s bound rule, kafka-semantics.md §6.1) -------
+# --- ISR change propagation (the 5 s black-out / 60 s bound rule, docs/propagation.md §1) -------
 PROPAGATION_CHECKS: Final = spec("kafka_server_isrchangepropagation_checks_total")
 # The ``outcome`` label values: written after 5 s of quiet, deferred by the black-out, forced by the
 # 60 s bound (a forced check also writes).

@@ -2,7 +2,7 @@
 
 Spark's precedence is: settings made in code > spark-submit flags > spark-defaults.conf. A
 ``.master("local[*]")`` in code would therefore silently override ``spark-submit --master k8s://...``
-(ecosystem.md §6.2). The rule kept here:
+(docs/operations.md §4). The rule kept here:
 
 * ``--master`` given on our own command line wins (the user asked for it);
 * otherwise, if the launcher already configured ``spark.master`` (spark-submit, which starts the JVM

@@ -1,6 +1,6 @@
 """ZkCoordinator: the Coordinator port over a real ZooKeeper, through aiozk. The only aiozk importer.
 
-aiozk 0.32 works, but has sharp edges (ecosystem.md §4). This adapter uses the raw request API
+aiozk 0.32 works, but has sharp edges (docs/operations.md §3). This adapter uses the raw request API
 and the client's session internals, and works around each edge on purpose:
 
 * **Implicit versions.** ``set_data``/``delete`` silently reuse a version cached from an earlier

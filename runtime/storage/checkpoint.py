@@ -1,6 +1,6 @@
 """Kafka's checkpoint files: plain text, versioned, written atomically.
 
-Format (kafka-semantics.md §5.3)::
+Format (docs/log.md §10)::
 
     0\n                  version
     <count>\n

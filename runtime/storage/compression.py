@@ -1,6 +1,6 @@
 """Record batch compression codecs, sans-I/O: bytes in, bytes out.
 
-Kafka compresses the whole record area of a v2 batch as one blob (kafka-semantics.md §9.1):
+Kafka compresses the whole record area of a v2 batch as one blob (docs/record-batch.md §1):
 
 * gzip: the standard library (RFC 1952 stream, as Java's ``GZIPOutputStream``);
 * lz4: the LZ4 *frame* format with independent 64 KiB blocks and no content size or checksum, which is

@@ -1,7 +1,7 @@
 """LogConfig: the per-topic storage settings, with Kafka's key names and defaults.
 
 Field names are Kafka's topic keys with dots turned into underscores (``segment.bytes`` ->
-``segment_bytes``); defaults are Kafka 2.4's (kafka-semantics.md §1.1). ``from_properties`` parses
+``segment_bytes``); defaults are Kafka 2.4's (docs/defaults.md §1). ``from_properties`` parses
 topic keys (``segment.ms``), ``from_broker_properties`` the broker-wide defaults (``log.roll.hours``,
 ``message.max.bytes``, ...). Bad values raise ``ValueError`` naming the key, the value and the rule.
 
@@ -49,7 +49,7 @@ class RecordsValidation(enum.Enum):
     walked anyway when ``message.timestamp.difference.max.ms`` needs their timestamps.
     ``full``: additionally walk every record (lengths, offset deltas 0, 1, 2, ..., max timestamp), as
     Kafka's LogValidator does; about five times slower on the leader's append path in CPython.
-    Compressed batches are always decompressed and walked (kafka-semantics.md §9.3).
+    Compressed batches are always decompressed and walked (docs/record-batch.md §3).
     """
 
     BATCH = "batch"

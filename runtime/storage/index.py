@@ -1,6 +1,6 @@
 """The sparse offset index (``.index``) and time index (``.timeindex``) of one segment.
 
-File formats are Kafka's (kafka-semantics.md §8.2), big-endian:
+File formats are Kafka's (docs/log.md §2), big-endian:
 
 * offset index entry, 8 bytes: relative offset int32 (``offset - base_offset``) + position int32;
 * time index entry, 12 bytes: timestamp int64 + relative offset int32.

@@ -1,7 +1,7 @@
 """LeaderEpochCache: which leader epoch wrote which offsets (Kafka's ``LeaderEpochFileCache``).
 
 An ordered list of ``(epoch, start_offset)`` entries, strictly increasing in both fields, persisted to
-the partition's ``leader-epoch-checkpoint`` after every change (kafka-semantics.md §5.4). Followers ask
+the partition's ``leader-epoch-checkpoint`` after every change (docs/leader-epochs.md §1). Followers ask
 the leader ``end_offset_for(epoch)`` to find where their log diverges (KIP-101/KIP-279).
 
 Rules kept here:

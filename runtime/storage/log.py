@@ -290,7 +290,7 @@ class Log:
         self, records: bytes | bytearray | memoryview, leader_epoch: int, *, now_ms: int, wall_clock_ms: int
     ) -> LogAppendInfo:
         """Validate a producer's batches, assign offsets from the log end offset, stamp
-        ``leader_epoch`` and append (kafka-semantics.md §8.4, §9.3)."""
+        ``leader_epoch`` and append (docs/log.md §4, docs/record-batch.md §3)."""
         if self._leader_plan.as_sent:
             # What nearly every produce request carries: one plain batch. The same result as
             # assign_offsets + _append, without their per-batch lists; the batch is written as sent
@@ -670,7 +670,7 @@ class Log:
     def read(
         self, start_offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True
     ) -> LogReadInfo:
-        """Read whole batches from the one holding ``start_offset`` (kafka-semantics.md §8.3).
+        """Read whole batches from the one holding ``start_offset`` (docs/log.md §3).
 
         ``max_offset`` is the exclusive upper bound of what may be returned (the high watermark for a
         consumer, None = the log end offset for a follower). At most ``max_bytes`` are returned,
@@ -714,7 +714,7 @@ class Log:
     # --------------------------------------------------------------------------- truncation
 
     def truncate_to(self, target_offset: int, *, now_ms: int) -> bool:
-        """Follower truncation (kafka-semantics.md §8.6). Returns False if nothing changed."""
+        """Follower truncation (docs/log.md §6). Returns False if nothing changed."""
         if target_offset < 0:
             raise ValueError(f"cannot truncate {self.directory} to a negative offset ({target_offset})")
         if target_offset >= self._log_end_offset:

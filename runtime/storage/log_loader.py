@@ -1,5 +1,5 @@
 """Opening a partition directory: find the segments, load or rebuild their indexes, recover after an
-unclean shutdown (Kafka's ``Log.loadSegments`` / ``recoverLog``, kafka-semantics.md §8.7).
+unclean shutdown (Kafka's ``Log.loadSegments`` / ``recoverLog``, docs/log.md §7).
 
 Steps, in order:
 

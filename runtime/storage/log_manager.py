@@ -1,6 +1,6 @@
 """LogManager: the owner of one log dir (Kafka's ``LogManager`` plus the high watermark checkpoint).
 
-Layout of a log dir (kafka-semantics.md §8.1)::
+Layout of a log dir (docs/log.md §1)::
 
     <log.dir>/
       <topic>-<partition>/                     one Log each (log.py)

@@ -6,7 +6,7 @@ and ``LogValidator.validateMessagesAndAssignOffsets``). Sans-I/O.
 have base offset 0. A trailing partial batch is trimmed, as Kafka does (``valid_bytes``). Only the
 61-byte headers are parsed; the one pass over the bytes is the CRC.
 
-``assign_offsets`` (leader only), kafka-semantics.md §9.3:
+``assign_offsets`` (leader only), docs/record-batch.md §3:
 
 * every client batch: ``lastOffsetDelta + 1 == recordsCount > 0``, not a control batch, a producer id
   needs a base sequence >= 0, CreateTime (a client never claims LogAppendTime);

@@ -1,4 +1,4 @@
-"""ProducerStateManager: idempotent-producer state of one partition (kafka-semantics.md §12.5).
+"""ProducerStateManager: idempotent-producer state of one partition (docs/producer.md §5).
 
 For every producer id it keeps the producer epoch and the metadata of its last 5 batches (first and
 last sequence, first and last offset, max timestamp). The leader uses it to reject fenced epochs and

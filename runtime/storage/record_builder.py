@@ -40,7 +40,7 @@ from runtime.storage.varint import encode_varint, size_of_varint
 
 __all__ = ["MAX_RECORD_OVERHEAD", "RecordBatchBuilder", "SimpleRecord", "build_batch", "encode_record"]
 
-# 5 length + 1 attributes + 10 timestamp delta + 5 offset delta (kafka-semantics.md §9.2).
+# 5 length + 1 attributes + 10 timestamp delta + 5 offset delta (docs/record-batch.md §2).
 MAX_RECORD_OVERHEAD: Final = 21
 _UINT32: Final = struct.Struct(">I")
 

@@ -1,6 +1,6 @@
 """Kafka record batch v2 (magic 2), byte for byte: framing, headers, records, CRC. Sans-I/O.
 
-Layout (kafka-semantics.md §9.1, all big-endian)::
+Layout (docs/record-batch.md §1, all big-endian)::
 
     0 baseOffset int64 | 8 batchLength int32 | 12 partitionLeaderEpoch int32 | 16 magic int8
     17 crc uint32 (CRC-32C of bytes 21..end) | 21 attributes int16 | 23 lastOffsetDelta int32

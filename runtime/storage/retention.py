@@ -1,4 +1,4 @@
-"""Which segments retention may delete (Kafka's ``Log.deleteOldSegments`` rules, kafka-semantics.md §8.9).
+"""Which segments retention may delete (Kafka's ``Log.deleteOldSegments`` rules, docs/log.md §9).
 
 Three rules, applied in this order by ``Log.delete_old_segments``, each over the segments left by the
 previous one:

@@ -1,6 +1,6 @@
 """LogSegment: one ``%020d.log`` file of batches with its sparse ``.index`` and ``.timeindex``.
 
-Rules kept here (Kafka's ``LogSegment``, kafka-semantics.md §8.2-§8.7):
+Rules kept here (Kafka's ``LogSegment``, docs/log.md §2-§7):
 
 * Appends go to the end of the ``.log`` through an unbuffered handle. *Before* writing, if more than
   ``index.interval.bytes`` were appended since the last index entry, the offset index gets
@@ -360,7 +360,7 @@ class LogSegment:
     def should_roll(
         self, messages_size: int, max_timestamp_in_messages: int, max_offset_in_messages: int, now_ms: int
     ) -> bool:
-        """Kafka's ``LogSegment.shouldRoll`` (kafka-semantics.md §8.5); the log asks before every append."""
+        """Kafka's ``LogSegment.shouldRoll`` (docs/log.md §5); the log asks before every append."""
         size = self.log_file.size
         if size > self._segment_bytes - messages_size:
             return True

@@ -1,4 +1,4 @@
-"""Zig-zag varints as Kafka's ``ByteUtils`` writes them (kafka-semantics.md §9.2), sans-I/O.
+"""Zig-zag varints as Kafka's ``ByteUtils`` writes them (docs/record-batch.md §2), sans-I/O.
 
 A signed value is zig-zag mapped (``(n << 1) ^ (n >> 63)``; for values in the int32 range this equals
 the 32-bit ``(n << 1) ^ (n >> 31)``) and written as unsigned base-128, least-significant group first,

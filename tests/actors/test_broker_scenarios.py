@@ -1,6 +1,6 @@
 """Broker-level scenarios: controller-request fencing, a deposed leader's ISR writes, parked
-produces, and fetch/epoch errors through the broker's request path (kafka-semantics.md §3.4, §10,
-§11.5, §13.2 #11/#14/#16; verification.md §2.3 KIP-320).
+produces, and fetch/epoch errors through the broker's request path (docs/replication.md §2.4, §5,
+docs/controller.md §5, docs/scenarios.md §2 #11/#14/#16; docs/leader-epochs.md §4 KIP-320).
 
 Real brokers in one process on virtual time (``tests/support/cluster.py``); the test plays the
 controller.
@@ -51,14 +51,15 @@ def state(
     )
 
 
-# ---------------------------------------------------------------- LeaderAndIsr fencing (§11.5)
+# ---------------------------------------------------------------- LeaderAndIsr fencing (docs/controller.md
+# §5)
 
 
 async def test_same_leader_with_a_higher_epoch_makes_the_follower_truncate_exactly_once() -> None:
-    """§13.2 #11 (testMakeFollowerWithNoLeaderIdChange, testBecomeFollowerWhenLeaderIsUnchangedBut
-    MissedLeaderUpdate): follower of broker 1 at epoch 1; LeaderAndIsr with the same leader and
-    epoch 4 → the follower steps run and the fetcher truncates once (one OffsetsForLeaderEpoch);
-    epoch 4 again → skipped, STALE_CONTROLLER_EPOCH for the partition."""
+    """docs/scenarios.md §2 #11 (testMakeFollowerWithNoLeaderIdChange,
+    testBecomeFollowerWhenLeaderIsUnchangedBut MissedLeaderUpdate): follower of broker 1 at epoch 1;
+    LeaderAndIsr with the same leader and epoch 4 → the follower steps run and the fetcher truncates once (one
+    OffsetsForLeaderEpoch); epoch 4 again → skipped, STALE_CONTROLLER_EPOCH for the partition."""
     cluster = await brokers(1, 2, min_insync_replicas=1)
     try:
         await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=1)
@@ -84,8 +85,8 @@ async def test_same_leader_with_a_higher_epoch_makes_the_follower_truncate_exact
 
 
 async def test_leader_and_isr_with_an_equal_or_lower_leader_epoch_is_stale_per_partition() -> None:
-    """§11.5: only a higher leader epoch is applied; equal or lower → STALE_CONTROLLER_EPOCH for
-    that partition, while the other partitions of the request are applied."""
+    """docs/controller.md §5: only a higher leader epoch is applied; equal or lower → STALE_CONTROLLER_EPOCH
+    for that partition, while the other partitions of the request are applied."""
     other = TopicPartition("orders", 1)
     cluster = await brokers(1)
     try:
@@ -113,8 +114,8 @@ async def test_leader_and_isr_with_an_equal_or_lower_leader_epoch_is_stale_per_p
 
 
 async def test_leader_and_isr_from_an_older_controller_is_stale_as_a_whole() -> None:
-    """§11.2/§11.5: a lower controller epoch than the highest seen → STALE_CONTROLLER_EPOCH for the
-    whole request, and none of it is applied (not even a higher leader epoch)."""
+    """docs/controller.md §2/§5: a lower controller epoch than the highest seen → STALE_CONTROLLER_EPOCH for
+    the whole request, and none of it is applied (not even a higher leader epoch)."""
     cluster = await brokers(1, 2)
     try:
         cluster.controller_epoch = 3
@@ -133,15 +134,16 @@ async def test_leader_and_isr_from_an_older_controller_is_stale_as_a_whole() -> 
         await cluster.__aexit__(None, None, None)
 
 
-# -------------------------------------------------------------- a deposed leader (§3.4 step 6)
+# -------------------------------------------------------------- a deposed leader (docs/replication.md §2.4
+# step 6)
 
 
 async def test_deposed_leader_cannot_change_the_isr_until_a_leader_and_isr_gives_it_the_zk_version() -> None:
-    """§3.4: the controller moved leadership to broker 2 (epoch 1) without broker 1 hearing of it.
-    Broker 1 still leads epoch 0 in its own view and accepts an acks=all write its former
-    followers never fetch; its shrink is a conditional write on the old zkVersion: it fails, is
-    counted, and fails again at every isr-expiration run, so the write is never acknowledged. Once
-    a LeaderAndIsr (epoch 2) gives broker 1 the current zkVersion, its next shrink succeeds."""
+    """docs/replication.md §2.4: the controller moved leadership to broker 2 (epoch 1) without broker 1
+    hearing of it. Broker 1 still leads epoch 0 in its own view and accepts an acks=all write its former
+    followers never fetch; its shrink is a conditional write on the old zkVersion: it fails, is counted, and
+    fails again at every isr-expiration run, so the write is never acknowledged. Once a LeaderAndIsr (epoch 2)
+    gives broker 1 the current zkVersion, its next shrink succeeds."""
     cluster = await brokers(1, 2, 3)
     try:
         await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
@@ -188,13 +190,14 @@ async def test_deposed_leader_cannot_change_the_isr_until_a_leader_and_isr_gives
         await cluster.__aexit__(None, None, None)
 
 
-# ------------------------------------------------------------------- parked produces (§10.1)
+# ------------------------------------------------------------------- parked produces (docs/replication.md
+# §5.1)
 
 
 async def test_parked_acks_all_produce_answers_not_leader_when_the_broker_becomes_follower() -> None:
-    """§13.2 #14 (ReplicaManagerTest.testClearPurgatoryOnBecomingFollower): an acks=-1 produce is
-    parked on broker 1 (broker 3 pins the HW); LeaderAndIsr makes broker 1 a follower of broker 2
-    (epoch 1) → the produce completes with NOT_LEADER_OR_FOLLOWER."""
+    """docs/scenarios.md §2 #14 (ReplicaManagerTest.testClearPurgatoryOnBecomingFollower): an acks=-1 produce
+    is parked on broker 1 (broker 3 pins the HW); LeaderAndIsr makes broker 1 a follower of broker 2 (epoch 1)
+    → the produce completes with NOT_LEADER_OR_FOLLOWER."""
     cluster = await brokers(1, 2, 3)
     try:
         await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
@@ -213,8 +216,8 @@ async def test_parked_acks_all_produce_answers_not_leader_when_the_broker_become
 
 
 async def test_parked_acks_all_produce_times_out_with_request_timed_out() -> None:
-    """§13.2 #16: neither the HW nor the ISR moves within the produce's timeout (1500 ms; the lag
-    bound is 10 s) → REQUEST_TIMED_OUT at 1500 ms, counted by the broker."""
+    """docs/scenarios.md §2 #16: neither the HW nor the ISR moves within the produce's timeout (1500 ms; the
+    lag bound is 10 s) → REQUEST_TIMED_OUT at 1500 ms, counted by the broker."""
     cluster = await brokers(1, 2, 3)
     try:
         await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
@@ -234,12 +237,13 @@ async def test_parked_acks_all_produce_times_out_with_request_timed_out() -> Non
         await cluster.__aexit__(None, None, None)
 
 
-# ---------------------------------------------------------------- fetch errors (§5.2, §10.2)
+# ---------------------------------------------------------------- fetch errors (docs/replication.md §4.2,
+# §5.2)
 
 
 async def test_consumer_fetch_above_the_log_end_is_offset_out_of_range() -> None:
-    """§5.2/§10.2 through the broker: above the HW (≤ LEO) nothing and no error; above the LEO
-    OFFSET_OUT_OF_RANGE."""
+    """docs/replication.md §4.2/§5.2 through the broker: above the HW (≤ LEO) nothing and no error; above the
+    LEO OFFSET_OUT_OF_RANGE."""
     cluster = await brokers(1, 2, min_insync_replicas=1)
     try:
         await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2])
@@ -261,7 +265,7 @@ async def test_consumer_fetch_above_the_log_end_is_offset_out_of_range() -> None
 async def test_fetch_and_offsets_for_leader_epoch_are_fenced_through_the_broker(
     current_leader_epoch: int, expected: ErrorCode
 ) -> None:
-    """KIP-320 (verification.md §2.3): a request naming an older leader epoch → FENCED_LEADER_EPOCH,
+    """KIP-320 (docs/leader-epochs.md §4): a request naming an older leader epoch → FENCED_LEADER_EPOCH,
     a newer one → UNKNOWN_LEADER_EPOCH, per partition, for Fetch and OffsetsForLeaderEpoch."""
     cluster = await brokers(1, min_insync_replicas=1)
     try:

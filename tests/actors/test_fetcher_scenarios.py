@@ -1,4 +1,4 @@
-"""Kafka's fetcher and truncation scenarios (kafka-semantics.md §13.3, items 17–29).
+"""Kafka's fetcher and truncation scenarios (docs/scenarios.md §3, items 17–29).
 
 A real ReplicaFetcherActor follows a mock leader that, like Kafka's ``MockFetcherThread``, returns
 one batch per fetch; both sides keep real logs (``tests/support/fetcher_driver.py``). The follower's
@@ -64,8 +64,8 @@ def assert_identical(leader: Log, follower: Log) -> None:
 
 
 async def test_simple_fetch_copies_the_leader_batch_and_high_watermark() -> None:
-    """§13.3 #17 (testSimpleFetch): follower at epoch 0 and offset 0; the leader has one 2-record
-    batch and HW 2 → follower LEO 2, HW 2."""
+    """docs/scenarios.md §3 #17 (testSimpleFetch): follower at epoch 0 and offset 0; the leader has one
+    2-record batch and HW 2 → follower LEO 2, HW 2."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=0)
     write(leader_log, batch(0, 2, 0))
@@ -84,8 +84,9 @@ async def test_simple_fetch_copies_the_leader_batch_and_high_watermark() -> None
 
 
 async def test_fenced_epoch_in_truncation_fails_the_partition() -> None:
-    """§13.3 #18 (testFencedTruncation): follower epoch 0, leader epoch 1: OffsetsForLeaderEpoch is
-    answered FENCED_LEADER_EPOCH; no truncation; the partition is removed and marked failed."""
+    """docs/scenarios.md §3 #18 (testFencedTruncation): follower epoch 0, leader epoch 1:
+    OffsetsForLeaderEpoch is answered FENCED_LEADER_EPOCH; no truncation; the partition is removed and marked
+    failed."""
     driver = FetcherDriver()
     write(driver.leader.add_partition(TP, leader_epoch=1), batch(0, 1, 0))
     await driver.follower(TP, leader_epoch=0, seed=lambda log: write(log, batch(0, 1, 0)))
@@ -98,7 +99,7 @@ async def test_fenced_epoch_in_truncation_fails_the_partition() -> None:
 
 
 async def test_fenced_epoch_in_fetch_fails_the_partition() -> None:
-    """§13.3 #18 (testFencedFetch): fetching at epoch 0 when the leader moves to epoch 1."""
+    """docs/scenarios.md §3 #18 (testFencedFetch): fetching at epoch 0 when the leader moves to epoch 1."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=0)
     write(leader_log, batch(0, 1, 0))
@@ -117,7 +118,7 @@ async def test_fenced_epoch_in_fetch_fails_the_partition() -> None:
 
 
 async def test_unknown_leader_epoch_in_truncation_is_retried_until_the_leader_catches_up() -> None:
-    """§13.3 #19 (testUnknownLeaderEpochInTruncation): follower epoch 1, leader epoch 0 →
+    """docs/scenarios.md §3 #19 (testUnknownLeaderEpochInTruncation): follower epoch 1, leader epoch 0 →
     UNKNOWN_LEADER_EPOCH: the partition stays Truncating, no progress, retried after the back-off;
     once the leader reaches epoch 1 it truncates and fetches normally."""
     driver = FetcherDriver()
@@ -141,8 +142,8 @@ async def test_unknown_leader_epoch_in_truncation_is_retried_until_the_leader_ca
 
 
 async def test_unknown_leader_epoch_while_fetching_is_retried_until_the_leader_catches_up() -> None:
-    """§13.3 #19 (testUnknownLeaderEpochWhileFetching): the partition stays Fetching at the same
-    offset and is retried."""
+    """docs/scenarios.md §3 #19 (testUnknownLeaderEpochWhileFetching): the partition stays Fetching at the
+    same offset and is retried."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=1)
     write(leader_log, batch(0, 1, 0))
@@ -166,11 +167,10 @@ async def test_unknown_leader_epoch_while_fetching_is_retried_until_the_leader_c
 
 
 async def test_multi_round_truncation_converges_on_the_leader_lineage() -> None:
-    """§13.3 #20 (testTruncation, KIP-279): follower offsets 0,1,2 in epochs 0,2,4 (current epoch
-    5); leader offsets 0,1,2 in epochs 1,3,5, HW 2. Ask 4 → (3, 2): the follower's epoch ≤ 3 is 2,
-    ending at 2 → truncate to 2, again. Ask 2 → (1, 1): epoch 0 ends at 1 → truncate to 1, again.
-    Ask 0 → (0, 0): same epoch → truncate to min(1, 0, 1) = 0, done. Fetching then makes the logs
-    identical."""
+    """docs/scenarios.md §3 #20 (testTruncation, KIP-279): follower offsets 0,1,2 in epochs 0,2,4 (current
+    epoch 5); leader offsets 0,1,2 in epochs 1,3,5, HW 2. Ask 4 → (3, 2): the follower's epoch ≤ 3 is 2,
+    ending at 2 → truncate to 2, again. Ask 2 → (1, 1): epoch 0 ends at 1 → truncate to 1, again. Ask 0 → (0,
+    0): same epoch → truncate to min(1, 0, 1) = 0, done. Fetching then makes the logs identical."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=5)
     write(leader_log, batch(0, 1, 1, tag=b"L"), batch(1, 1, 3, tag=b"L"), batch(2, 1, 5, tag=b"L"))
@@ -195,8 +195,8 @@ async def test_multi_round_truncation_converges_on_the_leader_lineage() -> None:
 
 
 async def test_follower_without_epochs_truncates_to_its_high_watermark() -> None:
-    """§13.3 #21 (testTruncateToHighWatermarkIfLeaderEpochInfoNotAvailable): 3 records, HW 2, no
-    epoch cache → truncate to 2 without an epoch request; fetch offset 2, ready for fetch."""
+    """docs/scenarios.md §3 #21 (testTruncateToHighWatermarkIfLeaderEpochInfoNotAvailable): 3 records, HW 2,
+    no epoch cache → truncate to 2 without an epoch request; fetch offset 2, ready for fetch."""
     driver = FetcherDriver()
     write(driver.leader.add_partition(TP, leader_epoch=0), batch(0, 3, -1))
 
@@ -217,8 +217,8 @@ async def test_follower_without_epochs_truncates_to_its_high_watermark() -> None
 
 
 async def test_re_adding_a_partition_at_the_same_epoch_skips_truncation() -> None:
-    """§13.3 #22 (testTruncationSkippedIfNoEpochChange): after one truncation and one fetch (LEO
-    1), the partition is re-added at the same epoch: no new truncation, fetching continues (LEO 2)."""
+    """docs/scenarios.md §3 #22 (testTruncationSkippedIfNoEpochChange): after one truncation and one fetch
+    (LEO 1), the partition is re-added at the same epoch: no new truncation, fetching continues (LEO 2)."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=5)
     write(leader_log, batch(0, 1, 1), batch(1, 1, 3), batch(2, 1, 5))
@@ -239,9 +239,9 @@ async def test_re_adding_a_partition_at_the_same_epoch_skips_truncation() -> Non
 
 
 async def test_leader_log_wiped_truncates_the_follower_to_the_leader_end() -> None:
-    """§13.3 #23 (testFollowerFetchOutOfRangeHigh): follower caught up to 3; the leader's log is
-    wiped (LEO 0) without an epoch change → OFFSET_OUT_OF_RANGE; the leader's latest offset 0 is
-    below the follower's LEO 3 → the follower truncates to 0 (LEO, start, HW all 0)."""
+    """docs/scenarios.md §3 #23 (testFollowerFetchOutOfRangeHigh): follower caught up to 3; the leader's log
+    is wiped (LEO 0) without an epoch change → OFFSET_OUT_OF_RANGE; the leader's latest offset 0 is below the
+    follower's LEO 3 → the follower truncates to 0 (LEO, start, HW all 0)."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=0)
     write(leader_log, batch(0, 3, 0))
@@ -260,8 +260,8 @@ async def test_leader_log_wiped_truncates_the_follower_to_the_leader_end() -> No
 
 
 async def test_follower_behind_the_leader_log_start_restarts_at_it() -> None:
-    """§13.3 #24 (testFollowerFetchOutOfRangeLow): the follower holds offset 0 only; the leader's
-    log starts at 2 → out of range; leader LEO ≥ follower LEO and earliest 2 > follower LEO 1 →
+    """docs/scenarios.md §3 #24 (testFollowerFetchOutOfRangeLow): the follower holds offset 0 only; the
+    leader's log starts at 2 → out of range; leader LEO ≥ follower LEO and earliest 2 > follower LEO 1 →
     truncateFullyAndStartAt(2) (empty, start 2, Fetching), then it converges with the leader."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=0)
@@ -296,7 +296,7 @@ async def out_of_range_follower() -> tuple[FetcherDriver, Log]:
 
 
 async def test_fenced_earliest_offset_lookup_fails_the_partition() -> None:
-    """§13.3 #25 (testFencedOffsetResetAfterOutOfRange)."""
+    """docs/scenarios.md §3 #25 (testFencedOffsetResetAfterOutOfRange)."""
     driver, _ = await out_of_range_follower()
 
     def fence_earliest(request: object) -> None:
@@ -312,7 +312,7 @@ async def test_fenced_earliest_offset_lookup_fails_the_partition() -> None:
 
 
 async def test_unknown_leader_epoch_in_the_latest_offset_lookup_is_retried() -> None:
-    """§13.3 #25 (testRetryAfterUnknownLeaderEpochInLatestOffsetFetch): backed off and retried
+    """docs/scenarios.md §3 #25 (testRetryAfterUnknownLeaderEpochInLatestOffsetFetch): backed off and retried
     until the reset completes."""
     driver, leader_log = await out_of_range_follower()
     driver.leader.script(ListOffsetsRequest, TP, ErrorCode.UNKNOWN_LEADER_EPOCH)
@@ -330,7 +330,7 @@ async def test_unknown_leader_epoch_in_the_latest_offset_lookup_is_retried() -> 
 
 
 async def test_corrupt_fetched_batch_delays_the_partition_and_the_next_fetch_succeeds() -> None:
-    """§13.3 #25 (testCorruptMessage): delayed, not failed."""
+    """docs/scenarios.md §3 #25 (testCorruptMessage): delayed, not failed."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=0)
     write(leader_log, batch(0, 2, 0))
@@ -358,8 +358,8 @@ def follower_at_epoch_5_with_leo_200(log: Log) -> None:
 
 
 async def test_truncates_to_the_end_offset_the_leader_gives_for_the_follower_epoch() -> None:
-    """§13.3 #26 (shouldTruncateToOffsetSpecifiedInEpochOffsetResponse): follower epoch 5, LEO 200;
-    the leader answers (5, 156) and (5, 172) → truncate to 156 and 172."""
+    """docs/scenarios.md §3 #26 (shouldTruncateToOffsetSpecifiedInEpochOffsetResponse): follower epoch 5, LEO
+    200; the leader answers (5, 156) and (5, 172) → truncate to 156 and 172."""
     driver = FetcherDriver()
     for tp, end in ((T1P0, 156), (T2P1, 172)):
         leader_log = driver.leader.add_partition(tp, leader_epoch=5)
@@ -376,7 +376,7 @@ async def test_truncates_to_the_end_offset_the_leader_gives_for_the_follower_epo
 
 
 async def test_second_epoch_request_when_the_leader_answers_an_epoch_the_follower_lacks() -> None:
-    """§13.3 #27 (shouldFetchLeaderEpochSecondTimeIfLeaderRepliesWithEpochNotKnownToFollower):
+    """docs/scenarios.md §3 #27 (shouldFetchLeaderEpochSecondTimeIfLeaderRepliesWithEpochNotKnownToFollower):
     follower latest epoch 5, LEO 200, its end for epoch ≤ 4 is (3, 120). The leader answers
     (4, 155)/(4, 143) → truncate to 120, no fetch yet (1 epoch request, 0 fetches). Next answers
     (3, 101)/(3, 102) → truncate to 101/102, fetching starts (2 epoch requests, 1 fetch) and no
@@ -424,8 +424,8 @@ async def test_second_epoch_request_when_the_leader_answers_an_epoch_the_followe
 async def test_version_zero_answer_truncates_to_the_leader_end_offset_in_one_round(
     tp: TopicPartition, end_offset: int
 ) -> None:
-    """§13.3 #28 (shouldUseLeaderEndOffsetIfInterBrokerVersionBelow20): an answer without an epoch
-    (API v0) → truncate to min(leader end offset, LEO) in one round."""
+    """docs/scenarios.md §3 #28 (shouldUseLeaderEndOffsetIfInterBrokerVersionBelow20): an answer without an
+    epoch (API v0) → truncate to min(leader end offset, LEO) in one round."""
     driver = FetcherDriver()
     write(driver.leader.add_partition(tp, leader_epoch=5), batch(0, end_offset, 5))
     await driver.follower(tp, leader_epoch=5, seed=follower_at_epoch_5_with_leo_200)
@@ -448,8 +448,8 @@ async def test_version_zero_answer_truncates_to_the_leader_end_offset_in_one_rou
 
 
 async def test_undefined_leader_answer_truncates_to_the_high_watermark() -> None:
-    """§13.3 #28 (shouldTruncateToInitialFetchOffsetIfLeaderReturnsUndefinedOffset): (-1, -1) with
-    the follower's HW (its initial fetch offset) at 100 → truncate to 100."""
+    """docs/scenarios.md §3 #28 (shouldTruncateToInitialFetchOffsetIfLeaderReturnsUndefinedOffset): (-1, -1)
+    with the follower's HW (its initial fetch offset) at 100 → truncate to 100."""
     driver = FetcherDriver()
     write(driver.leader.add_partition(TP, leader_epoch=5), batch(0, 100, 5))
 
@@ -473,7 +473,7 @@ async def test_undefined_leader_answer_truncates_to_the_high_watermark() -> None
 
 
 async def test_partition_removed_during_the_epoch_request_is_not_truncated() -> None:
-    """§13.3 #29 (shouldFilterPartitionsMadeLeaderDuringLeaderEpochRequest): two partitions
+    """docs/scenarios.md §3 #29 (shouldFilterPartitionsMadeLeaderDuringLeaderEpochRequest): two partitions
     truncating; one is removed (it became leader) while OffsetsForLeaderEpoch is in flight → only
     the other is truncated, to 49."""
     driver = FetcherDriver()
@@ -503,11 +503,11 @@ async def test_partition_removed_during_the_epoch_request_is_not_truncated() -> 
 async def test_local_answer_for_an_older_epoch_does_not_fail_the_partition_re_added_at_a_newer_one(
     stale: type,
 ) -> None:
-    """§7.3 (only answers for partitions still present *at the epoch the request was built for*
-    apply): a LeaderAndIsr (epoch 6) reaches the broker while the fetcher's local request for
-    epoch 5 is on its way to the partition. The partition, now at epoch 6, refuses the stale
-    request with FENCED_LEADER_EPOCH; the fetcher must drop that answer, not fail the partition it
-    re-added at epoch 6, and go on truncating and fetching in epoch 6."""
+    """docs/replication.md §6.3 (only answers for partitions still present *at the epoch the request was built
+    for* apply): a LeaderAndIsr (epoch 6) reaches the broker while the fetcher's local request for epoch 5 is
+    on its way to the partition. The partition, now at epoch 6, refuses the stale request with
+    FENCED_LEADER_EPOCH; the fetcher must drop that answer, not fail the partition it re-added at epoch 6, and
+    go on truncating and fetching in epoch 6."""
     driver = FetcherDriver()
     leader_log = driver.leader.add_partition(TP, leader_epoch=5)
     write(leader_log, batch(0, 2, 5), batch(2, 2, 5))
@@ -531,10 +531,10 @@ async def test_local_answer_for_an_older_epoch_does_not_fail_the_partition_re_ad
 
 
 async def test_high_watermark_truncation_is_not_applied_to_a_partition_re_added_meanwhile() -> None:
-    """§7.3 step 2 (results for partitions whose leader epoch changed since the request was built
-    are ignored), for a partition without epochs truncating to its HW in the same round as one
-    that asked OffsetsForLeaderEpoch: re-added at epoch 6 while that request is in flight, it
-    starts over in epoch 6 (reads its log state again) instead of taking the epoch-5 decision."""
+    """docs/replication.md §6.3 step 2 (results for partitions whose leader epoch changed since the request
+    was built are ignored), for a partition without epochs truncating to its HW in the same round as one that
+    asked OffsetsForLeaderEpoch: re-added at epoch 6 while that request is in flight, it starts over in epoch
+    6 (reads its log state again) instead of taking the epoch-5 decision."""
     driver = FetcherDriver()
     write(driver.leader.add_partition(T1P0, leader_epoch=5), batch(0, 2, 5))
     await driver.follower(T1P0, leader_epoch=5, seed=lambda log: write(log, batch(0, 2, 5)))

@@ -1,4 +1,4 @@
-"""The ISR change propagation rule on a running broker (kafka-semantics.md §6.1), on virtual time.
+"""The ISR change propagation rule on a running broker (docs/propagation.md §1), on virtual time.
 
 A broker that changes an ISR it leads records the partition; its ``isr-change-propagation`` task
 (every 2500 ms from the broker's start) writes one sequential ``/isr_change_notification/
@@ -70,8 +70,8 @@ class NotificationWatch:
 
 
 async def test_an_isolated_isr_change_is_propagated_once_after_five_seconds_of_quiet() -> None:
-    """§6.1: one ISR change → exactly one notification znode, more than 5 s after the change (the
-    black-out) and at most 7.5 s after it (the next 2.5 s check); its data names the partition."""
+    """docs/propagation.md §1: one ISR change → exactly one notification znode, more than 5 s after the change
+    (the black-out) and at most 7.5 s after it (the next 2.5 s check); its data names the partition."""
     cluster = await leader_with_a_played_follower(lag_ms=10_000)
     try:
         await cluster.advance(1_000 - cluster.clock.now_ms())
@@ -104,9 +104,9 @@ async def test_an_isolated_isr_change_is_propagated_once_after_five_seconds_of_q
 
 
 async def test_an_isr_changing_every_second_is_propagated_at_the_sixty_second_bound() -> None:
-    """§6.1: an ISR change every second for 70 s never leaves 5 s of quiet, so the only write
-    during the storm is forced by the 60 s bound (at the first check after 60 s: 62.5 s); the
-    changes after it are written once they stop, after 5 s of quiet."""
+    """docs/propagation.md §1: an ISR change every second for 70 s never leaves 5 s of quiet, so the only
+    write during the storm is forced by the 60 s bound (at the first check after 60 s: 62.5 s); the changes
+    after it are written once they stop, after 5 s of quiet."""
     # lag 200 ms: the isr-expiration task runs every 100 ms, and a follower 300 ms behind is out.
     cluster = await leader_with_a_played_follower(lag_ms=200)
     try:

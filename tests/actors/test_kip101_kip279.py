@@ -1,5 +1,5 @@
-"""KIP-101 and KIP-279 end to end (kafka-semantics.md §13.7, scenario 50 (a)–(d); verification.md
-§2.1–§2.2 and §6.a rows 8–11), on real brokers in one process and virtual time.
+"""KIP-101 and KIP-279 end to end (docs/scenarios.md §7, scenario 50 (a)–(d); docs/leader-epochs.md
+§3), on real brokers in one process and virtual time.
 
 Brokers are built by ``ops.wiring`` on memory adapters (``tests/support/cluster.py``); the test plays
 the controller (it writes the partition state znode and sends LeaderAndIsr, as Kafka's controller
@@ -48,10 +48,10 @@ async def produce(cluster: InProcessCluster, broker_id: int, *values_: bytes, ac
 
 
 async def test_follower_restarted_before_learning_the_high_watermark_keeps_the_committed_record() -> None:
-    """§13.7 (a), KIP-101 #1: B leads, A follows. A fetches m2 (LEO 2); its next fetch moves B's HW
-    to 2 (m2 is committed and acknowledged), but the response carrying HW 2 is lost and A restarts
-    with HW 1. The old protocol truncates A to its HW (drops m2); then B dies and A leads: m2 lost.
-    With leader epochs A asks B where its epoch ends (2), keeps m2, and still has it as leader."""
+    """docs/scenarios.md §7 (a), KIP-101 #1: B leads, A follows. A fetches m2 (LEO 2); its next fetch moves
+    B's HW to 2 (m2 is committed and acknowledged), but the response carrying HW 2 is lost and A restarts with
+    HW 1. The old protocol truncates A to its HW (drops m2); then B dies and A leads: m2 lost. With leader
+    epochs A asks B where its epoch ends (2), keeps m2, and still has it as leader."""
     b, a = 1, 2
     cluster = await two_brokers(b, a)
     try:
@@ -95,11 +95,11 @@ async def test_follower_restarted_before_learning_the_high_watermark_keeps_the_c
 
 
 async def test_replicas_converge_after_a_double_crash_that_lost_a_follower_tail() -> None:
-    """§13.7 (b), KIP-101 #2: A (leader, epoch 0) has m1@0 and m2@1 on disk; B's disk has only m1
-    (m2 was never fsynced there). Both lose power; B restarts first, leads epoch 1 and appends m3@1.
-    A returns as follower with the same LEO as B: the old protocol sees nothing to truncate and
-    offset 1 differs forever. With epochs A asks where epoch 0 ends (B answers (0, 1)), truncates
-    to 1 and fetches m3: identical logs."""
+    """docs/scenarios.md §7 (b), KIP-101 #2: A (leader, epoch 0) has m1@0 and m2@1 on disk; B's disk has only
+    m1 (m2 was never fsynced there). Both lose power; B restarts first, leads epoch 1 and appends m3@1. A
+    returns as follower with the same LEO as B: the old protocol sees nothing to truncate and offset 1 differs
+    forever. With epochs A asks where epoch 0 ends (B answers (0, 1)), truncates to 1 and fetches m3:
+    identical logs."""
     a, b = 1, 2
     cluster = await two_brokers(a, b)
     try:
@@ -139,11 +139,11 @@ async def test_replicas_converge_after_a_double_crash_that_lost_a_follower_tail(
 
 
 async def test_fast_leader_failover_truncates_to_the_end_of_the_epoch_both_sides_know() -> None:
-    """§13.7 (c), KIP-279: A leads epoch 1 with offsets 0–20 (LEO 21); B copied 0–10. B leads epoch
-    2 and appends 11–15 (A never fetches them); A leads epoch 3 (caching (3, 21) at election). B asks
-    for the end of epoch 2; A answers (1, 21). KIP-101 alone would truncate B to min(21, 16) = 16 and
-    keep its epoch-2 records: divergence. KIP-279: B's own epoch 1 ends at 11 → truncate to
-    min(11, 21, 16) = 11, then fetch 11–20: identical."""
+    """docs/scenarios.md §7 (c), KIP-279: A leads epoch 1 with offsets 0–20 (LEO 21); B copied 0–10. B leads
+    epoch 2 and appends 11–15 (A never fetches them); A leads epoch 3 (caching (3, 21) at election). B asks
+    for the end of epoch 2; A answers (1, 21). KIP-101 alone would truncate B to min(21, 16) = 16 and keep its
+    epoch-2 records: divergence. KIP-279: B's own epoch 1 ends at 11 → truncate to min(11, 21, 16) = 11, then
+    fetch 11–20: identical."""
     a, b = 1, 2
     cluster = await two_brokers(a, b)
     try:
@@ -174,7 +174,7 @@ async def test_fast_leader_failover_truncates_to_the_end_of_the_epoch_both_sides
         assert cluster.log(b, TP).log_end_offset == 21
         assert values(cluster.log(b, TP)) == values(cluster.log(a, TP))
         assert log_bytes(cluster.log(b, TP)) == log_bytes(cluster.log(a, TP))
-        # Epoch 3 reaches B's cache with the first record stamped 3 (§13.7 (d)).
+        # Epoch 3 reaches B's cache with the first record stamped 3 (docs/scenarios.md §7 (d)).
         assert epochs(cluster.log(b, TP)) == [(1, 0)]
         await produce(cluster, a, b"a21")
         assert epochs(cluster.log(b, TP)) == epochs(cluster.log(a, TP)) == [(1, 0), (3, 21)]
@@ -186,7 +186,7 @@ async def test_fast_leader_failover_truncates_to_the_end_of_the_epoch_both_sides
 
 
 async def test_leader_epoch_cache_workflow_across_follower_and_leader_bounces() -> None:
-    """§13.7 (d), shouldFollowLeaderEpochBasicWorkflow: RF 2. The first record → both caches
+    """docs/scenarios.md §7 (d), shouldFollowLeaderEpochBasicWorkflow: RF 2. The first record → both caches
     [(0,0)]. Bounce the follower: the leader caches epoch 1 at once ([(0,0),(1,1)]), the follower
     only when the next record (stamped 1) replicates. Bounce the leader: the new leader caches (2,2)
     at once; the follower learns it with the next record."""
@@ -225,7 +225,7 @@ async def test_leader_epoch_cache_workflow_across_follower_and_leader_bounces() 
 
 
 async def test_no_record_is_lost_when_every_replicated_record_bounces_follower_then_leader() -> None:
-    """verification.md §2.1 shouldSurviveFastLeaderChange / §6.a row 11: as soon as a record has
+    """docs/leader-epochs.md §3 shouldSurviveFastLeaderChange / docs/scenarios.md §7: as soon as a record has
     replicated, bounce the follower, then the leader; repeat. Every broker's LEO equals the number
     of records written, and the replicas stay identical."""
     a, b = 1, 2

@@ -1,4 +1,4 @@
-"""Kafka's partition scenarios (kafka-semantics.md §13.1 and §13.2) on one PartitionActor.
+"""Kafka's partition scenarios (docs/scenarios.md §1 and §2) on one PartitionActor.
 
 Each test drives a real PartitionActor (``tests/support/partition_driver.py``): its log is a real
 ``Log`` on a memory disk, its ISR writes go to an in-memory ZooKeeper, and time is virtual. The
@@ -51,7 +51,7 @@ def isr_writes(effects: list[Effect]) -> list[Pipe]:
     return [e for e in effects if isinstance(e, Pipe)]
 
 
-# --------------------------------------------------------------------------- §13.1 #1–#3
+# --------------------------------------------------------------------------- docs/scenarios.md §1 #1–#3
 
 
 class TestIsrExpiration:
@@ -68,7 +68,7 @@ class TestIsrExpiration:
         return driver
 
     async def test_stuck_follower_is_out_of_sync_after_150_ms_without_fetches(self) -> None:
-        """§13.1 #1 (testIsrExpirationForStuckFollowers): F fetches 19 at t0, then nothing."""
+        """docs/scenarios.md §1 #1 (testIsrExpirationForStuckFollowers): F fetches 19 at t0, then nothing."""
         driver = await self.setup()
         await driver.follower_fetch(F, 19)
         assert isr_writes(await driver.maybe_shrink_isr()) == []
@@ -78,7 +78,7 @@ class TestIsrExpiration:
         assert (await driver.zk_state())[0].isr == (L,)
 
     async def test_follower_that_never_fetches_again_is_out_of_sync_after_150_ms(self) -> None:
-        """§13.1 #1 (testIsrExpirationIfNoFetchRequestMade)."""
+        """docs/scenarios.md §1 #1 (testIsrExpirationIfNoFetchRequestMade)."""
         driver = await self.setup()
         assert isr_writes(await driver.maybe_shrink_isr()) == []
         await driver.advance(150)
@@ -86,8 +86,8 @@ class TestIsrExpiration:
         assert driver.state.isr == {L}
 
     async def test_slow_follower_stays_in_sync_while_it_reaches_the_previous_fetch_leader_end(self) -> None:
-        """§13.1 #2 (testIsrExpirationForSlowFollowers): 18 at t0, 19 at t0+75 (below the leader
-        LEO 20 now and at the previous fetch): caught up stays t0, in sync at t0+75, out at t0+150."""
+        """docs/scenarios.md §1 #2 (testIsrExpirationForSlowFollowers): 18 at t0, 19 at t0+75 (below the
+        leader LEO 20 now and at the previous fetch): caught up stays t0, in sync at t0+75, out at t0+150."""
         driver = await self.setup()
         t0 = driver.clock.now_ms()
         await driver.follower_fetch(F, 18)
@@ -100,7 +100,7 @@ class TestIsrExpiration:
         assert driver.state.isr == {L}
 
     async def test_slow_follower_that_fetches_the_leader_end_is_caught_up_now(self) -> None:
-        """§13.1 #2, last step: at t0+150 a fetch at 20 makes caught-up = now: in sync."""
+        """docs/scenarios.md §1 #2, last step: at t0+150 a fetch at 20 makes caught-up = now: in sync."""
         driver = await self.setup()
         await driver.follower_fetch(F, 18)
         await driver.advance(75)
@@ -112,7 +112,7 @@ class TestIsrExpiration:
         assert driver.state.isr == {L, F}
 
     async def test_caught_up_idle_follower_is_never_out_of_sync(self) -> None:
-        """§13.1 #3 (testIsrExpirationForCaughtUpFollowers): F fetched 20 = leader LEO."""
+        """docs/scenarios.md §1 #3 (testIsrExpirationForCaughtUpFollowers): F fetched 20 = leader LEO."""
         driver = await self.setup()
         await driver.follower_fetch(F, 20)
         await driver.advance(150)
@@ -120,11 +120,11 @@ class TestIsrExpiration:
         assert driver.state.isr == {L, F}
 
 
-# ------------------------------------------------------------------------------ §13.1 #4
+# ------------------------------------------------------------------------------ docs/scenarios.md §1 #4
 
 
 async def test_follower_fetch_state_follows_the_two_step_caught_up_rule() -> None:
-    """§13.1 #4 (PartitionTest.testUpdateFollowerFetchState)."""
+    """docs/scenarios.md §1 #4 (PartitionTest.testUpdateFollowerFetchState)."""
     driver = await PartitionDriver(broker_id=L).start()
     driver.seed_log(6)
     await driver.advance(1_000)
@@ -140,13 +140,13 @@ async def test_follower_fetch_state_follows_the_two_step_caught_up_rule() -> Non
     assert (replica.last_caught_up_time_ms, replica.log_end_offset) == (t + 1_000, 6)
 
 
-# ------------------------------------------------------------------------------ §13.1 #5
+# ------------------------------------------------------------------------------ docs/scenarios.md §1 #5
 
 
 async def test_shrink_writes_the_cached_zk_version_and_the_high_watermark_jumps() -> None:
-    """§13.1 #5 (PartitionTest.testMaybeShrinkIsr): L (10 records) leads epoch 5 with ISR {L,F} and
-    zkVersion 1; HW 0 (F's LEO unknown). At once: nothing. After 10001 ms: the write
-    (L, epoch 5, isr [L], expected version 1) succeeds with version 2: ISR {L}, HW 10."""
+    """docs/scenarios.md §1 #5 (PartitionTest.testMaybeShrinkIsr): L (10 records) leads epoch 5 with ISR {L,F}
+    and zkVersion 1; HW 0 (F's LEO unknown). At once: nothing. After 10001 ms: the write (L, epoch 5, isr [L],
+    expected version 1) succeeds with version 2: ISR {L}, HW 10."""
     driver = await PartitionDriver(broker_id=L).start()
     driver.seed_log(10)
     zk_version = await znode_at_version_one(driver, epoch=5, isr=(L, F))
@@ -177,7 +177,7 @@ async def test_shrink_writes_the_cached_zk_version_and_the_high_watermark_jumps(
 
 
 async def test_shrink_that_zookeeper_refuses_changes_nothing() -> None:
-    """§13.1 #5 (PartitionTest.testIsrNotShrunkIfUpdateFails): the controller changed the znode
+    """docs/scenarios.md §1 #5 (PartitionTest.testIsrNotShrunkIfUpdateFails): the controller changed the znode
     (a new leader) after the LeaderAndIsr: the write on version 1 fails, ISR {L,F}, HW 0."""
     driver = await PartitionDriver(broker_id=L).start()
     driver.seed_log(10)
@@ -194,13 +194,13 @@ async def test_shrink_that_zookeeper_refuses_changes_nothing() -> None:
     assert (stats.isr_shrinks_total, stats.failed_isr_updates_total) == (0, 1)
 
 
-# -------------------------------------------------------------------------- §13.1 #6, #7
+# -------------------------------------------------------------------------- docs/scenarios.md §1 #6, #7
 
 
 async def test_no_shrink_if_the_previous_fetch_had_caught_up() -> None:
-    """§13.1 #6 (testShouldNotShrinkIsrIfPreviousFetchIsCaughtUp): at +5000 F fetches 5 (HW 5); L
-    appends 5 (LEO 15); at +10001 F fetches 10 ≥ the leader LEO seen at its previous fetch, so it
-    was caught up at +5000; HW 10; no shrink."""
+    """docs/scenarios.md §1 #6 (testShouldNotShrinkIsrIfPreviousFetchIsCaughtUp): at +5000 F fetches 5 (HW 5);
+    L appends 5 (LEO 15); at +10001 F fetches 10 ≥ the leader LEO seen at its previous fetch, so it was caught
+    up at +5000; HW 10; no shrink."""
     driver = await leader_driver(seeded=10, isr=(L, F))
     start = driver.clock.now_ms()
     await driver.advance(5_000)
@@ -217,7 +217,7 @@ async def test_no_shrink_if_the_previous_fetch_had_caught_up() -> None:
 
 
 async def test_no_shrink_if_the_follower_caught_up_to_the_log_end() -> None:
-    """§13.1 #7 (testShouldNotShrinkIsrIfFollowerCaughtUpToLogEnd): F fetches 10 = leader LEO
+    """docs/scenarios.md §1 #7 (testShouldNotShrinkIsrIfFollowerCaughtUpToLogEnd): F fetches 10 = leader LEO
     (HW 10), then silence for 10001 ms."""
     driver = await leader_driver(seeded=10, isr=(L, F))
     await driver.follower_fetch(F, 10)
@@ -227,11 +227,11 @@ async def test_no_shrink_if_the_follower_caught_up_to_the_log_end() -> None:
     assert driver.state.isr == {L, F}
 
 
-# ------------------------------------------------------------------------------ §13.1 #8
+# ------------------------------------------------------------------------------ docs/scenarios.md §1 #8
 
 
 async def test_follower_joins_the_isr_once_it_reaches_the_high_watermark() -> None:
-    """§13.1 #8 (PartitionTest.testIsrExpansion): L (10 records) leads epoch 5 with ISR {L}
+    """docs/scenarios.md §1 #8 (PartitionTest.testIsrExpansion): L (10 records) leads epoch 5 with ISR {L}
     (epoch start 10, HW 10). F fetches 3: not added. F fetches 10: (L, 5, [L,F], version 1)."""
     driver = await PartitionDriver(broker_id=L).start()
     driver.seed_log(10)
@@ -253,7 +253,7 @@ async def test_follower_joins_the_isr_once_it_reaches_the_high_watermark() -> No
 
 
 async def test_follower_stays_out_when_the_expansion_write_fails() -> None:
-    """§13.1 #8 (testIsrNotExpandedIfUpdateFails): ISR stays {L}, F's LEO is recorded as 10."""
+    """docs/scenarios.md §1 #8 (testIsrNotExpandedIfUpdateFails): ISR stays {L}, F's LEO is recorded as 10."""
     driver = await PartitionDriver(broker_id=L).start()
     driver.seed_log(10)
     zk_version = await znode_at_version_one(driver, epoch=5, isr=(L,))
@@ -265,11 +265,11 @@ async def test_follower_stays_out_when_the_expansion_write_fails() -> None:
     assert driver.statistics().failed_isr_updates_total == 1
 
 
-# ------------------------------------------------------------------------------ §13.1 #9
+# ------------------------------------------------------------------------------ docs/scenarios.md §1 #9
 
 
 async def test_follower_joins_the_isr_only_after_reaching_the_current_epoch_start() -> None:
-    """§13.1 #9 (testFollowerDoesNotJoinISRUntilCaughtUpToOffsetWithinCurrentLeaderEpoch): AR
+    """docs/scenarios.md §1 #9 (testFollowerDoesNotJoinISRUntilCaughtUpToOffsetWithinCurrentLeaderEpoch): AR
     {L,F1,F2}, ISR {L,F2}, epoch 8; L appends 2 + 3 (LEO 5); F2 fetches 0 then 1 (HW 1). L becomes
     follower (epoch 9), leader again (epoch 10, epoch start 5) and appends 2 (LEO 7). F1 fetches 0
     then 1 (≥ HW 1 but < 5): not added; F1 fetches 5: added, ISR {L,F1,F2}."""
@@ -295,11 +295,11 @@ async def test_follower_joins_the_isr_only_after_reaching_the_current_epoch_star
     assert (await driver.zk_state())[0].isr == (L, f1, f2)
 
 
-# ----------------------------------------------------------------------------- §13.2 #10
+# ----------------------------------------------------------------------------- docs/scenarios.md §2 #10
 
 
 async def test_new_leader_answers_offsets_for_its_epoch_before_writing_in_it() -> None:
-    """§13.2 #10 (PartitionTest.testMakeLeaderUpdatesEpochCache): 4 records in epochs 0 and 5;
+    """docs/scenarios.md §2 #10 (PartitionTest.testMakeLeaderUpdatesEpochCache): 4 records in epochs 0 and 5;
     after makeLeader(epoch 8) OffsetsForLeaderEpoch(8) answers (8, 4)."""
     driver = await PartitionDriver(broker_id=L).start()
     driver.log.append_as_leader(records(2), 0, now_ms=0, wall_clock_ms=0)
@@ -314,12 +314,12 @@ async def test_new_leader_answers_offsets_for_its_epoch_before_writing_in_it() -
     ]
 
 
-# ----------------------------------------------------------------------------- §13.2 #12
+# ----------------------------------------------------------------------------- docs/scenarios.md §2 #12
 
 
 async def test_follower_append_below_the_log_start_restarts_an_empty_log_at_the_batch() -> None:
-    """§13.2 #12 (testAppendRecordsAsFollowerBelowLogStartOffset): an empty follower log starting
-    at 5. A batch at 3 is refused; a batch 4–6 restarts the log at 4 (LEO 7); batches at 7 and 8
+    """docs/scenarios.md §2 #12 (testAppendRecordsAsFollowerBelowLogStartOffset): an empty follower log
+    starting at 5. A batch at 3 is refused; a batch 4–6 restarts the log at 4 (LEO 7); batches at 7 and 8
     append; a batch at 3 is then refused (the log is no longer empty)."""
     driver = await PartitionDriver(broker_id=F).start()
     await driver.become_follower(leader=L, leader_epoch=1, isr=(L, F), replicas=(L, F))
@@ -340,11 +340,11 @@ async def test_follower_append_below_the_log_start_restarts_an_empty_log_at_the_
     assert (driver.log.log_start_offset, driver.log.log_end_offset) == (4, 9)
 
 
-# ----------------------------------------------------------------------------- §13.2 #14
+# ----------------------------------------------------------------------------- docs/scenarios.md §2 #14
 
 
 async def test_parked_acks_all_produce_answers_not_leader_when_the_partition_becomes_follower() -> None:
-    """§13.2 #14 (testClearPurgatoryOnBecomingFollower), on the partition."""
+    """docs/scenarios.md §2 #14 (testClearPurgatoryOnBecomingFollower), on the partition."""
     driver = await leader_driver(seeded=0, isr=(L, F), epoch=0)
     requester, effects = await driver.produce(records(1), acks=-1)
     assert replies_to(requester, effects) == []
@@ -355,11 +355,11 @@ async def test_parked_acks_all_produce_answers_not_leader_when_the_partition_bec
     assert driver.statistics().delayed_produces == 0
 
 
-# ----------------------------------------------------------------------------- §13.2 #15
+# ----------------------------------------------------------------------------- docs/scenarios.md §2 #15
 
 
 async def test_above_the_high_watermark_followers_get_data_and_consumers_nothing() -> None:
-    """§13.2 #15 (testFetchBeyondHighWatermarkReturnEmptyResponse): HW 0, LEO 3."""
+    """docs/scenarios.md §2 #15 (testFetchBeyondHighWatermarkReturnEmptyResponse): HW 0, LEO 3."""
     driver = await leader_driver(seeded=0, isr=(L, F), epoch=0)
     await driver.produce_reply(records(3))
     assert (driver.log.log_end_offset, driver.log.high_watermark) == (3, 0)
@@ -372,8 +372,8 @@ async def test_above_the_high_watermark_followers_get_data_and_consumers_nothing
 
 
 async def test_follower_fetch_refused_for_a_stale_epoch_does_not_move_the_follower() -> None:
-    """§13.2 #15 (testFollowerStateNotUpdatedIfLogReadFails): a follower fetch fenced on its leader
-    epoch leaves the follower's recorded LEO and log start offset as they were."""
+    """docs/scenarios.md §2 #15 (testFollowerStateNotUpdatedIfLogReadFails): a follower fetch fenced on its
+    leader epoch leaves the follower's recorded LEO and log start offset as they were."""
     driver = await leader_driver(seeded=10, isr=(L, F), epoch=5)
     await driver.follower_fetch(F, 3, log_start_offset=0, current_leader_epoch=5)
     replica = driver.state.remote_replicas[F]
@@ -386,11 +386,11 @@ async def test_follower_fetch_refused_for_a_stale_epoch_does_not_move_the_follow
     assert driver.log.high_watermark == 3
 
 
-# ----------------------------------------------------------------------------- §13.2 #16
+# ----------------------------------------------------------------------------- docs/scenarios.md §2 #16
 
 
 async def test_acks_all_below_min_isr_is_refused_before_the_append() -> None:
-    """§13.2 #16: ISR {L}, min.insync.replicas 2 → NOT_ENOUGH_REPLICAS, nothing appended."""
+    """docs/scenarios.md §2 #16: ISR {L}, min.insync.replicas 2 → NOT_ENOUGH_REPLICAS, nothing appended."""
     driver = await leader_driver(seeded=0, isr=(L,), epoch=0, min_insync_replicas=2)
     result = await driver.ask_reply(_append(records(1), acks=-1))
     assert result.error_code is ErrorCode.NOT_ENOUGH_REPLICAS
@@ -398,8 +398,8 @@ async def test_acks_all_below_min_isr_is_refused_before_the_append() -> None:
 
 
 async def test_acks_all_completed_by_a_shrink_below_min_isr_is_not_enough_replicas_after_append() -> None:
-    """§13.2 #16: ISR {L,F}, append, the ISR shrinks to {L} before F fetches: the HW reaches the
-    required offset, the answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND and the data stays."""
+    """docs/scenarios.md §2 #16: ISR {L,F}, append, the ISR shrinks to {L} before F fetches: the HW reaches
+    the required offset, the answer is NOT_ENOUGH_REPLICAS_AFTER_APPEND and the data stays."""
     driver = await leader_driver(seeded=0, isr=(L, F), epoch=0, min_insync_replicas=2)
     requester, effects = await driver.produce(records(1), acks=-1)
     assert replies_to(requester, effects) == []
@@ -412,8 +412,8 @@ async def test_acks_all_completed_by_a_shrink_below_min_isr_is_not_enough_replic
 
 
 async def test_acks_all_times_out_when_neither_the_high_watermark_nor_the_isr_moves() -> None:
-    """§13.2 #16: no HW advance and no shrink within the ack timeout → REQUEST_TIMED_OUT, at the
-    timeout and not before; the ``ExpiresPerSec`` count moves."""
+    """docs/scenarios.md §2 #16: no HW advance and no shrink within the ack timeout → REQUEST_TIMED_OUT, at
+    the timeout and not before; the ``ExpiresPerSec`` count moves."""
     driver = await leader_driver(seeded=0, isr=(L, F), epoch=0, min_insync_replicas=2)
     requester, _ = await driver.produce(records(1), acks=-1, timeout_ms=1_500)
     assert replies_to(requester, await driver.advance(1_499)) == []
@@ -428,8 +428,8 @@ async def test_acks_all_times_out_when_neither_the_high_watermark_nor_the_isr_mo
 
 
 async def test_consumer_fetch_outside_the_log_is_offset_out_of_range() -> None:
-    """§5.2: a consumer fetch below the log start offset or above the LEO → OFFSET_OUT_OF_RANGE;
-    at the HW or between HW and LEO → no records, no error."""
+    """docs/replication.md §4.2: a consumer fetch below the log start offset or above the LEO →
+    OFFSET_OUT_OF_RANGE; at the HW or between HW and LEO → no records, no error."""
     driver = await PartitionDriver(broker_id=L).start()
     driver.log.truncate_fully_and_start_at(5, now_ms=0)
     await driver.become_leader(leader_epoch=0, isr=(L, F), replicas=(L, F))
@@ -452,7 +452,7 @@ async def test_consumer_fetch_outside_the_log_is_offset_out_of_range() -> None:
 async def test_offsets_for_leader_epoch_is_fenced_on_the_current_leader_epoch(
     current_leader_epoch: int, expected: ErrorCode
 ) -> None:
-    """KIP-320 (verification.md §2.3): lower → FENCED_LEADER_EPOCH, higher → UNKNOWN_LEADER_EPOCH."""
+    """KIP-320 (docs/leader-epochs.md §4): lower → FENCED_LEADER_EPOCH, higher → UNKNOWN_LEADER_EPOCH."""
     driver = await leader_driver(seeded=4, isr=(L, F), epoch=5)
     answer = await driver.offsets_for_leader_epoch(0, current_leader_epoch=current_leader_epoch)
     assert answer.error_code is expected

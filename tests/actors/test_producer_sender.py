@@ -1,5 +1,5 @@
 """The ProducerActor against scripted brokers, on virtual time (BehaviorTestKit, no event loop):
-kafka-semantics.md §13.5 scenarios 43–45 (Kafka's SenderTest), idempotence (retries keep their
+docs/scenarios.md §5 scenarios 43–45 (Kafka's SenderTest), idempotence (retries keep their
 sequences, a duplicate is a success, five requests in flight keep their order across retries,
 producer id resets), metadata, buffer memory, acks=0, flush and close.
 
@@ -271,7 +271,7 @@ def values_in(ask: Ask) -> list[bytes | None]:
 
 
 def test_a_disconnect_is_retried_and_a_second_one_exhausts_retries() -> None:
-    """§13.5 #43 (SenderTest.testRetries, retries=1): a disconnect → the batch is resent and
+    """docs/scenarios.md §5 #43 (SenderTest.testRetries, retries=1): a disconnect → the batch is resent and
     succeeds with offset 0; the next record is disconnected twice → NetworkError, nothing in flight."""
     h = Harness(retries=1, enable_idempotence=False, retry_backoff_ms=100)
     (first,) = h.start()
@@ -303,7 +303,7 @@ def test_a_disconnect_is_retried_and_a_second_one_exhausts_retries() -> None:
 
 
 def test_with_one_request_in_flight_a_second_batch_waits_even_if_the_leader_moves() -> None:
-    """§13.5 #44 (SenderTest.testSendInOrder, max.in.flight=1): while tp's first batch is in
+    """docs/scenarios.md §5 #44 (SenderTest.testSendInOrder, max.in.flight=1): while tp's first batch is in
     flight its second is not sent, not even to a new leader; it goes once the answer is in."""
     h = Harness(max_in_flight_requests_per_connection=1, enable_idempotence=False, metadata_max_age_ms=1000)
     (first,) = h.start({TP0: 1})
@@ -330,8 +330,8 @@ def test_with_one_request_in_flight_a_second_batch_waits_even_if_the_leader_move
 
 
 def test_when_the_first_batch_expires_in_flight_the_second_waits_for_its_answer() -> None:
-    """§13.5 #44 (testWhenFirstBatchExpireNoSendSecondBatchIfGuaranteeOrder): the in-flight batch
-    fails at its delivery timeout, but the partition stays muted until the answer comes."""
+    """docs/scenarios.md §5 #44 (testWhenFirstBatchExpireNoSendSecondBatchIfGuaranteeOrder): the in-flight
+    batch fails at its delivery timeout, but the partition stays muted until the answer comes."""
     h = Harness(
         max_in_flight_requests_per_connection=1,
         enable_idempotence=False,
@@ -357,9 +357,9 @@ def test_when_the_first_batch_expires_in_flight_the_second_waits_for_its_answer(
 
 @pytest.mark.parametrize("answer", [ErrorCode.NONE, ErrorCode.NOT_LEADER_OR_FOLLOWER])
 def test_an_in_flight_batch_past_its_delivery_timeout_fails_and_is_never_resent(answer: ErrorCode) -> None:
-    """§13.5 #45 (testInflightBatchesExpireOnDeliveryTimeout / testExpiredBatchDoesNotRetry): the
-    answer is processed after expiry, so a success or a retriable error arriving late still ends in
-    a TimeoutError, and the batch is not sent again."""
+    """docs/scenarios.md §5 #45 (testInflightBatchesExpireOnDeliveryTimeout / testExpiredBatchDoesNotRetry):
+    the answer is processed after expiry, so a success or a retriable error arriving late still ends in a
+    TimeoutError, and the batch is not sent again."""
     h = Harness(
         enable_idempotence=False, request_timeout_ms=1000, delivery_timeout_ms=1500, retry_backoff_ms=10
     )

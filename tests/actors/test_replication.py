@@ -118,8 +118,8 @@ async def test_restarted_follower_rejoins_the_isr_once_caught_up() -> None:
     try:
         await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
         await cluster.stop_broker(3)
-        # A stopped follower whose LEO equals the leader's is never out of sync (§3.2): give the
-        # leader a record broker 3 does not have.
+        # A stopped follower whose LEO equals the leader's is never out of sync (docs/replication.md §2.2):
+        # give the leader a record broker 3 does not have.
         await complete(cluster, cluster.produce(1, TP, batch(b"a"), acks=1))
         await cluster.advance(1_600)
         assert cluster.partition(1, TP).state.isr == {1, 2}

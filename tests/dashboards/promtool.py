@@ -3,7 +3,7 @@
 ``lint_exposition`` runs ``promtool check metrics`` over a ``/metrics`` text and returns the
 findings the project has not accepted. One kind is accepted, derived from the catalogue: label
 names Kafka's exporters spell in camelCase (``clientId``, ``delayedOperation``), kept so that
-Strimzi-style dashboards and queries work unchanged (ecosystem.md §1.3, §2.2). For each such
+Strimzi-style dashboards and queries work unchanged (docs/operations.md §1, §1). For each such
 metric present in the exposition the finding must still occur, so the exception cannot go stale.
 """
 

@@ -1,4 +1,4 @@
-"""The controller against three real broker processes and a real ZooKeeper (kafka-semantics.md §13.6,
+"""The controller against three real broker processes and a real ZooKeeper (docs/scenarios.md §6,
 and issue 6's fault scenarios). Every wait is a ZooKeeper watch or a reply, bounded by a timeout."""
 
 from __future__ import annotations
@@ -60,8 +60,8 @@ async def broker_epoch(cluster: ProcessCluster, broker_id: int) -> int:
 
 
 async def test_controller_epoch_starts_at_one_and_every_move_increments_it(cluster: ProcessCluster) -> None:
-    """§13.6 #46 and the controller SIGKILL: a new controller with a higher epoch within the session
-    timeout + 2 s; a request carrying the old epoch is rejected; the epoch survives all brokers."""
+    """docs/scenarios.md §6 #46 and the controller SIGKILL: a new controller with a higher epoch within the
+    session timeout + 2 s; a request carrying the old epoch is rejected; the epoch survives all brokers."""
     data = await cluster.wait_for_znode(zk_data.CONTROLLER_PATH, lambda d: d is not None, timeout_s=30)
     assert data is not None
     first, epoch = await cluster.controller()
@@ -169,7 +169,8 @@ async def test_sigterm_moves_leadership_before_exit_with_under_a_second_of_unava
 
 
 async def test_a_partition_whose_whole_isr_is_offline_keeps_its_last_isr(cluster: ProcessCluster) -> None:
-    """§13.6 #48: RF 1 on broker 2; broker 2 dies → leader −1, leader epoch 1, ISR still [2]."""
+    """docs/scenarios.md §6 #48: RF 1 on broker 2; broker 2 dies → leader −1, leader epoch 1, ISR still
+    [2]."""
     await cluster.create_topic("single", {0: [2]})
     tp = TopicPartition("single", 0)
     await cluster.wait_for_partition_state(tp, lambda s: s.leader == 2, timeout_s=30)
@@ -183,8 +184,9 @@ async def test_a_partition_whose_whole_isr_is_offline_keeps_its_last_isr(cluster
 async def test_controlled_shutdown_requests_move_leadership_and_shrink_the_isr(
     cluster: ProcessCluster,
 ) -> None:
-    """§13.6 #49: AR [1,2,3], leader 1. Shut down 3 → 0 remaining, ISR [1,2]; shut down 2 → leader 1,
-    ISR [1]; shut down 1 → 1 remaining (no other live ISR member); a stale broker epoch is refused."""
+    """docs/scenarios.md §6 #49: AR [1,2,3], leader 1. Shut down 3 → 0 remaining, ISR [1,2]; shut down 2 →
+    leader 1, ISR [1]; shut down 1 → 1 remaining (no other live ISR member); a stale broker epoch is
+    refused."""
     await cluster.create_topic(TP.topic, {0: [1, 2, 3]})
     await cluster.wait_for_partition_state(TP, lambda s: s.leader == 1 and len(s.isr) == 3, timeout_s=30)
     controller_id, _ = await cluster.controller()
@@ -214,8 +216,8 @@ async def test_controlled_shutdown_requests_move_leadership_and_shrink_the_isr(
 
 
 async def test_preferred_replica_election_on_request(cluster: ProcessCluster) -> None:
-    """§13.6 #47: AR [a, b], leader a at epoch 0. Stop a → leader b, epoch 1; restart a and wait for
-    the ISR; a /admin/preferred_replica_election request → znode removed, leader a, epoch 2.
+    """docs/scenarios.md §6 #47: AR [a, b], leader a at epoch 0. Stop a → leader b, epoch 1; restart a and
+    wait for the ISR; a /admin/preferred_replica_election request → znode removed, leader a, epoch 2.
 
     a and b are not the controller: a controller that dies with the leader is replaced first, and
     the new controller's start-up takes the dead replica out of the ISR (an epoch of its own)
@@ -252,8 +254,8 @@ async def non_controllers(cluster: ProcessCluster) -> tuple[int, int]:
 
 @pytest.mark.broker_properties(**{"leader.imbalance.check.interval.seconds": "1"})
 async def test_auto_rebalance_returns_leadership_to_the_preferred_replica(cluster: ProcessCluster) -> None:
-    """§13.6 #47 (auto): AR [a, b] (neither the controller); stop a → leader b (epoch 1); restart a →
-    the rebalance task moves leadership back to a (epoch 2)."""
+    """docs/scenarios.md §6 #47 (auto): AR [a, b] (neither the controller); stop a → leader b (epoch 1);
+    restart a → the rebalance task moves leadership back to a (epoch 2)."""
     preferred, other = await non_controllers(cluster)
     await cluster.create_topic(TP.topic, {0: [preferred, other]})
     await cluster.wait_for_partition_state(

@@ -314,8 +314,8 @@ class InProcessCluster:
         return responses
 
     async def send_current_state(self, tp: TopicPartition, recipients: Sequence[int]) -> None:
-        """What the controller does for a broker that starts (onBrokerStartup, §11.3): send it the
-        partition's current state, as ZooKeeper holds it, without bumping the leader epoch."""
+        """What the controller does for a broker that starts (onBrokerStartup, docs/controller.md §3): send it
+        the partition's current state, as ZooKeeper holds it, without bumping the leader epoch."""
         zk_state, zk_version = await self.zk_partition_state(tp)
         previous = self.partition_states[tp]
         state = LeaderAndIsrPartitionState(

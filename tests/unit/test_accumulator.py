@@ -1,4 +1,4 @@
-"""The RecordAccumulator on the manual clock: kafka-semantics.md §13.5 scenarios 39–42 (Kafka's
+"""The RecordAccumulator on the manual clock: docs/scenarios.md §5 scenarios 39–42 (Kafka's
 RecordAccumulatorTest), plus buffer memory (waiting, serving, max.block.ms), drain fairness,
 max.request.size, expiry, retries in sequence order and batch splitting.
 
@@ -114,7 +114,7 @@ def decoded(batch: ProducerBatch) -> list[tuple[bytes | None, bytes | None]]:
 
 
 def test_full_batch_makes_the_leader_ready_and_drains_with_all_its_records() -> None:
-    """§13.5 #39 (testFull): records fill one batch without making anything ready; the next one
+    """docs/scenarios.md §5 #39 (testFull): records fill one batch without making anything ready; the next one
     opens a second batch (deque > 1) and the leader becomes ready; drain returns the first batch."""
     clock = ManualClock()
     batch_size = 1025 + RECORD_BATCH_OVERHEAD
@@ -137,7 +137,8 @@ def test_full_batch_makes_the_leader_ready_and_drains_with_all_its_records() -> 
 
 
 def test_a_lingering_record_is_ready_only_after_linger_ms() -> None:
-    """§13.5 #39 (testLinger): linger.ms 10 → not ready, next check in 10 ms; ready after 10 ms."""
+    """docs/scenarios.md §5 #39 (testLinger): linger.ms 10 → not ready, next check in 10 ms; ready after 10
+    ms."""
     clock = ManualClock()
     accum = accumulator(linger_ms=10)
     metadata = cluster()
@@ -157,8 +158,8 @@ def test_a_lingering_record_is_ready_only_after_linger_ms() -> None:
 
 
 def test_partial_drain_respects_max_request_size() -> None:
-    """§13.5 #40 (testPartialDrain): two partitions of one node with full batches; a drain bounded
-    by 1024 bytes takes one batch only."""
+    """docs/scenarios.md §5 #40 (testPartialDrain): two partitions of one node with full batches; a drain
+    bounded by 1024 bytes takes one batch only."""
     clock = ManualClock()
     accum = accumulator(batch_size=1024, buffer_memory=10 * 1024, linger_ms=10)
     metadata = cluster()
@@ -188,8 +189,8 @@ def test_a_batch_larger_than_max_request_size_is_still_sent_alone() -> None:
 
 
 def test_retried_batch_backs_off_while_another_partition_drains() -> None:
-    """§13.5 #41 (testRetryBackoff): tp1's batch comes back for a retry; tp2 gets a new batch; at
-    now + linger + 1 only tp2 drains; after retry.backoff.ms tp1 drains."""
+    """docs/scenarios.md §5 #41 (testRetryBackoff): tp1's batch comes back for a retry; tp2 gets a new batch;
+    at now + linger + 1 only tp2 drains; after retry.backoff.ms tp1 drains."""
     clock = ManualClock()
     linger_ms = 2**31 // 4
     retry_backoff_ms = 2**31 // 2
@@ -234,7 +235,7 @@ def test_backing_off_batch_reports_the_time_left_as_next_check() -> None:
 
 
 def test_muted_partition_is_neither_ready_nor_drained() -> None:
-    """§13.5 #42 (testMutedPartitions)."""
+    """docs/scenarios.md §5 #42 (testMutedPartitions)."""
     clock = ManualClock()
     batch_size = 1025 + RECORD_BATCH_OVERHEAD
     accum = accumulator(batch_size=batch_size, buffer_memory=10 * batch_size, linger_ms=10)
@@ -268,7 +269,7 @@ def test_unmute_with_a_throttle_deadline_keeps_the_partition_muted_until_then() 
 
 
 def test_queued_batches_expire_after_delivery_timeout_muted_or_not() -> None:
-    """§13.5 #42 (testExpiredBatches): two queued batches of a partition expire together after
+    """docs/scenarios.md §5 #42 (testExpiredBatches): two queued batches of a partition expire together after
     delivery.timeout.ms + 1, although the partition is muted; nothing is left to expire or send."""
     clock = ManualClock()
     batch_size = 1025 + RECORD_BATCH_OVERHEAD

@@ -1,4 +1,4 @@
-"""Kafka's rack-unaware replica assignment (§11.8)."""
+"""Kafka's rack-unaware replica assignment (docs/controller.md §8)."""
 
 from __future__ import annotations
 

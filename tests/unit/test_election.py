@@ -1,4 +1,4 @@
-"""Leader election algorithms (§11.4), on small assignments."""
+"""Leader election algorithms (docs/controller.md §4), on small assignments."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The pure ISR/HW rules, on the scenarios of kafka-semantics.md §13.1 (items 1–9).
+"""The pure ISR/HW rules, on the scenarios of docs/scenarios.md §1 (items 1–9).
 
 A tiny stand-in for the leader's log keeps the LEO and a monotonic HW, exactly what the rules read.
 """
@@ -39,7 +39,8 @@ class LeaderLog:
 def fetch(
     state: PartitionState, log: LeaderLog, follower: int, offset: int, now_ms: int, lag_ms: int
 ) -> None:
-    """A follower fetch on the leader, in Kafka 2.4's order (§4): progress, expand check, HW."""
+    """A follower fetch on the leader, in Kafka 2.4's order (docs/replication.md §3): progress, expand check,
+    HW."""
     replica = state.remote_replicas[follower]
     replica.update_fetch_state(
         fetch_offset=offset,

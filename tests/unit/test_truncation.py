@@ -1,4 +1,4 @@
-"""The truncation point rule (§7.4) on the numbers of kafka-semantics.md §13.3 and §13.7."""
+"""The truncation point rule (docs/leader-epochs.md §2) on the numbers of docs/scenarios.md §3 and §7."""
 
 from __future__ import annotations
 
@@ -63,7 +63,8 @@ def test_multi_round_truncation_from_kip_279() -> None:
     def end_offset_for(
         entries: list[tuple[int, int]], requested: int, log_end: int
     ) -> tuple[int, int] | None:
-        # LeaderEpochFileCache.endOffsetFor (§5.4): below every entry → (requested, first start).
+        # LeaderEpochFileCache.endOffsetFor (docs/leader-epochs.md §1): below every entry → (requested, first
+        # start).
         previous = [e for e in entries if e[0] <= requested]
         subsequent = [e for e in entries if e[0] > requested]
         if not previous:
@@ -96,7 +97,8 @@ def test_multi_round_truncation_from_kip_279() -> None:
 
 
 def test_kip_279_fast_failover_keeps_the_replicas_consistent() -> None:
-    """§13.7 (c): B asks for epoch 2; A answers (1, 21); B's epoch 1 ends at 11 → truncate to 11."""
+    """docs/scenarios.md §7 (c): B asks for epoch 2; A answers (1, 21); B's epoch 1 ends at 11 → truncate to
+    11."""
     assert decide_truncation(
         leader_epoch_answer=1, leader_end_offset=21, local_end_offset_for_epoch=(1, 11),
         log_end_offset=16, high_watermark=11,

@@ -1,4 +1,4 @@
-"""RecordAccumulator: the producer's batches, pure (kafka-semantics.md §12.2). No I/O, time as now_ms.
+"""RecordAccumulator: the producer's batches, pure (docs/producer.md §2). No I/O, time as now_ms.
 
 Theory of operation
 -------------------

@@ -1,4 +1,4 @@
-"""One producer batch and the buffer memory it lives in, pure (kafka-semantics.md §12.2).
+"""One producer batch and the buffer memory it lives in, pure (docs/producer.md §2).
 
 * ``ProducerBatch``: a partition's records as v2 record-batch bytes (grown by a
   ``RecordBatchBuilder``), the completions waiting on them, its attempts, and the idempotence fields

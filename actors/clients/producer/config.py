@@ -2,7 +2,7 @@
 
 ``ProducerConfig.from_properties`` reads a mapping of Kafka keys (``linger.ms``, ``acks``...) whose
 values are strings (a properties file) or Python values (``{"linger.ms": 5}``); field names are the
-keys with dots turned into underscores. Defaults are Kafka 2.4's (kafka-semantics.md §1.2) except
+keys with dots turned into underscores. Defaults are Kafka 2.4's (docs/defaults.md §2) except
 the durability default this project chooses on purpose: **``enable.idempotence`` is true**, so
 ``acks`` is ``all``.
 

@@ -1,4 +1,4 @@
-"""The idempotent producer's bookkeeping: producer id, per-partition sequences (kafka-semantics.md §12.5).
+"""The idempotent producer's bookkeeping: producer id, per-partition sequences (docs/producer.md §5).
 
 Kafka 2.4's ``TransactionManager`` for a non-transactional producer, pure. The sender asks it what
 may be drained and tells it how each sequenced batch ended.

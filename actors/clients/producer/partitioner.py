@@ -1,6 +1,6 @@
 """Kafka's default partitioner: murmur2 on the key, sticky partitioning for records without one.
 
-Rules kept (kafka-semantics.md §12.1, Kafka 2.4's ``DefaultPartitioner`` and KIP-480):
+Rules kept (docs/producer.md §1, Kafka 2.4's ``DefaultPartitioner`` and KIP-480):
 * a keyed record goes to ``to_positive(murmur2(key)) % number_of_partitions`` — every partition
   counts, available or not, so a key's partition never moves while the leader is away;
 * a record without a key sticks to one partition, chosen at random among the *available*

@@ -24,7 +24,7 @@ answer. With ``acks=0`` nothing answers: the batches complete as sent, offset -1
 ``ProducerTimeoutError``, whatever their state; records past ``max.block.ms`` waiting for metadata or
 memory fail too (``BufferExhaustedError`` for memory). Expiry always runs before an answer is
 processed, so an in-flight batch past its deadline fails even if its answer is a success, and is
-never resent (§13.5 #45); the late answer only feeds the sequence bookkeeping.
+never resent (docs/scenarios.md §5 #45); the late answer only feeds the sequence bookkeeping.
 
 *Answers* (``completeBatch``): NONE completes the records (offset = base + index); MESSAGE_TOO_LARGE
 for a batch of several records splits it and retries the parts (no attempt counted); an error is
@@ -290,7 +290,7 @@ class Sender:
         if not isinstance(response, ProduceResponse):
             self.fail_request(request_id, f"unexpected answer {type(response).__name__}", now_ms)
             return
-        self.expire(now_ms)  # before the answers, in-flight batches included: §13.5 #45
+        self.expire(now_ms)  # before the answers, in-flight batches included: docs/scenarios.md §5 #45
         request = self._finish_request(request_id)
         if request is None:
             return

@@ -1,4 +1,4 @@
-"""Replica assignment for new topics: Kafka's rack-unaware algorithm (kafka-semantics.md §11.8).
+"""Replica assignment for new topics: Kafka's rack-unaware algorithm (docs/controller.md §8).
 
 Brokers are sorted by id. ``start_index`` picks the first replica of partition 0 and
 ``next_replica_shift`` how far the second replica sits from the first; both are random in ``[0, n)``

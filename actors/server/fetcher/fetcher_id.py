@@ -1,4 +1,4 @@
-"""Which replica fetcher a followed partition belongs to (kafka-semantics.md §7.1).
+"""Which replica fetcher a followed partition belongs to (docs/replication.md §6.1).
 
 ``abs(31 * topic.hashCode() + partition) % num.replica.fetchers`` in Java's 32-bit ``int``
 arithmetic: ``String.hashCode`` over UTF-16 code units with overflow, the sum wrapping too, and

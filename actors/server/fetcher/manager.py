@@ -1,4 +1,4 @@
-"""A broker's replica fetchers: Kafka's ``ReplicaFetcherManager`` (kafka-semantics.md §7.1).
+"""A broker's replica fetchers: Kafka's ``ReplicaFetcherManager`` (docs/replication.md §6.1).
 
 House rules
 -----------

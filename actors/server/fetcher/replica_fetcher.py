@@ -1,6 +1,6 @@
 """ReplicaFetcherActor: one per (source broker, fetcher id); pulls followed partitions from a leader.
 
-Theory of operation (kafka-semantics.md §7)
+Theory of operation (docs/replication.md §6)
 -------------------------------------------
 Each followed partition has a fetch state ``(fetch offset, leader epoch, TRUNCATING | FETCHING |
 RESETTING, delayed until)`` kept in insertion order; a partition that just received data moves to
@@ -12,8 +12,8 @@ chain of steps with **at most one request to the leader in flight**:
    hand each answer to the local partition, which truncates (KIP-279 rule, ``truncation.py``) and says
    whether another round is needed. FENCED_LEADER_EPOCH fails the partition (it waits for a newer
    LeaderAndIsr); other errors delay it by ``replica.fetch.backoff.ms``.
-2. *Reset* (a partition whose fetch got OFFSET_OUT_OF_RANGE, §7.5): ListOffsets LATEST from the
-   leader; if the leader's LEO is below ours, truncate to it; else ListOffsets EARLIEST and, if the
+2. *Reset* (a partition whose fetch got OFFSET_OUT_OF_RANGE, docs/replication.md §6.4): ListOffsets LATEST
+   from the leader; if the leader's LEO is below ours, truncate to it; else ListOffsets EARLIEST and, if the
    leader's log starts past our LEO, restart our log there.
 3. *Fetch* (partitions FETCHING and not delayed): one FetchRequest (``replica.fetch.wait.max.ms``,
    ``replica.fetch.min.bytes``, per-partition ``replica.fetch.max.bytes``, ``replica.fetch.response.
@@ -247,7 +247,7 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         for tp, leader_epoch in message.partitions:
             existing = self.partitions.get(tp)
             if existing is not None and existing.leader_epoch == leader_epoch:
-                continue  # same epoch: keep the state, no new truncation (§7.2)
+                continue  # same epoch: keep the state, no new truncation (docs/replication.md §6.2)
             self.partitions[tp] = PartitionFetchState(tp, leader_epoch)
             self.failed.discard(tp)
         self._step(ctx)
@@ -478,7 +478,8 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         for tp, high_watermark in self._context_high_watermarks.items():
             without_epochs = self._current(tp, self._context[tp])
             if without_epochs is not None:
-                # No epoch information locally: the high watermark is the truncation point (§7.3.3).
+                # No epoch information locally: the high watermark is the truncation point
+                # (docs/replication.md §6.3, step 3).
                 self._ask_partition(ctx, tp, TruncateTo(without_epochs.leader_epoch, high_watermark))
         self._context_high_watermarks = {}
         if not self._waiting:

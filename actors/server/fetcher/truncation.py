@@ -1,9 +1,10 @@
-"""Where a follower truncates before fetching: KIP-101 with KIP-279's multi-round rule (§7.4).
+"""Where a follower truncates before fetching: KIP-101 with KIP-279's multi-round rule (docs/leader-epochs.md
+§2).
 
 Pure: given the leader's OffsetsForLeaderEpoch answer and the follower's own log facts, return the
 offset to truncate to and whether truncation is complete. When the follower does not know the epoch
 the leader answered with, it truncates to where its own log's largest epoch ≤ that epoch ends and
-asks again with its new latest epoch, until both sides agree (kafka-semantics.md §13.3 #20).
+asks again with its new latest epoch, until both sides agree (docs/scenarios.md §3 #20).
 """
 
 from __future__ import annotations
@@ -31,8 +32,8 @@ def decide_truncation(
     log_end_offset: int,
     high_watermark: int,
 ) -> TruncationDecision:
-    """§7.4. ``local_end_offset_for_epoch`` is the follower's ``(epoch, end offset)`` for the
-    leader's answered epoch (its largest epoch ≤ that one), or None when it has none."""
+    """docs/leader-epochs.md §2. ``local_end_offset_for_epoch`` is the follower's ``(epoch, end offset)`` for
+    the leader's answered epoch (its largest epoch ≤ that one), or None when it has none."""
     if leader_end_offset == UNKNOWN_OFFSET:
         # The leader has no epoch information (or the epoch is above all it knows): fall back to
         # the high watermark, the only point known to be committed.

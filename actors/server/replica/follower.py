@@ -10,7 +10,7 @@ House rules
    a newer one with UNKNOWN_LEADER_EPOCH. So a fetcher can never apply data (or a truncation)
    across a leadership change.
 
-Theory of operation (kafka-semantics.md §5.2, §7.3, §7.4)
+Theory of operation (docs/replication.md §4.2, §6.3, docs/leader-epochs.md §2)
 ---------------------------------------------------------
 * ``log_state``: the log's latest leader epoch, LEO, log start and HW (what the fetcher needs to
   build OffsetsForLeaderEpoch, or to fall back to the HW when the log has no epochs).
@@ -19,8 +19,9 @@ Theory of operation (kafka-semantics.md §5.2, §7.3, §7.4)
   another round is needed.
 * ``truncate_to`` / ``truncate_fully_and_start_at``: the HW fallback and the out-of-range reset.
 * ``append_as_follower``: the leader's batches, byte for byte, at the log end; then the follower
-  HW becomes min(leader HW, LEO) and the log start offset follows the leader's. An empty log whose
-  start offset lies inside the leader's first batch restarts at that batch (§7.3's special case).
+  HW becomes min(leader HW, LEO) and the log start offset follows the leader's. An empty log whose start
+  offset lies inside the leader's first batch restarts at that batch (docs/replication.md §6.3's special
+  case).
 """
 
 from __future__ import annotations
@@ -168,8 +169,8 @@ def append_as_follower(
     except StorageError as failure:
         return FollowerAppendResult(ErrorCode.KAFKA_STORAGE_ERROR, error_message=str(failure)), None
     appended = info.valid_bytes if info.first_offset >= 0 else 0
-    # The follower's HW is the leader's, capped by what it has (§5.2), then its log start offset
-    # follows the leader's.
+    # The follower's HW is the leader's, capped by what it has (docs/replication.md §4.2), then its log start
+    # offset follows the leader's.
     log.update_high_watermark(min(message.leader_high_watermark, log.log_end_offset))
     if message.leader_log_start_offset > log.log_start_offset:
         log.maybe_increment_log_start_offset(min(message.leader_log_start_offset, log.high_watermark))
@@ -187,8 +188,8 @@ def _append(ctx: Context[Any], log: Log, records: bytes) -> LogAppendInfo:
     try:
         return log.append_as_follower(records, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
     except UnexpectedAppendOffsetError:
-        # §7.3: an empty log whose start offset lies inside the leader's first batch (the leader's
-        # log start moved into a batch): restart the log at that batch and append again.
+        # docs/replication.md §6.3: an empty log whose start offset lies inside the leader's first batch (the
+        # leader's log start moved into a batch): restart the log at that batch and append again.
         first_batch = next(iterate_batches(records), None)
         first = None if first_batch is None else first_batch.header
         if (

@@ -16,8 +16,8 @@ Leader:
   acks=-1 append waits in the produce purgatory until HW ≥ its last offset + 1.
 * ``ReadRecords`` (fetch): consumers read below the HW, followers below the LEO. The HW, LEO and log
   start offset are captured before the read. A follower fetch then updates that follower's progress
-  (§3.3), may start an ISR expansion (§4, using the HW before this fetch's increment) and may move the
-  HW (§5.1) — in that order, as Kafka 2.4 does.
+  (docs/replication.md §2.3), may start an ISR expansion (§3, using the HW before this fetch's increment)
+  and may move the HW (docs/replication.md §4.1) — in that order, as Kafka 2.4 does.
 * ISR changes are conditional ZooKeeper writes on the cached zkVersion, performed outside the actor
   (``pipe_to_self``, the I/O in ``state_store.py``). While one is in flight no other
   starts, and the HW is computed over the maximal ISR. BADVERSION is checked by re-reading the znode
@@ -528,7 +528,8 @@ class PartitionActor(Actor[PartitionMessage]):
     def _on_last_offset_for_leader_epoch(
         self, ctx: Context[PartitionMessage], message: LastOffsetForLeaderEpoch
     ) -> None:
-        """The leader side of OffsetsForLeaderEpoch (§7.4), answered from the epoch cache."""
+        """The leader side of OffsetsForLeaderEpoch (docs/leader-epochs.md §2), answered from the epoch
+        cache."""
 
         def result(error: ErrorCode, epoch: int = -1, offset: int = -1) -> OffsetForLeaderEpochResult:
             return OffsetForLeaderEpochResult(

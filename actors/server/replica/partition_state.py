@@ -8,11 +8,11 @@ House rules
 2. The state does not know the log. Where a rule needs the leader's log end offset or HW, the
    caller passes it in.
 
-Theory of operation (kafka-semantics.md §2–§5)
+Theory of operation (docs/replication.md §1–§4)
 ----------------------------------------------
 A partition is LEADER, FOLLOWER or NONE (hosted but not yet told its role). On the leader,
 ``remote_replicas`` holds the leader's view of each follower (``ReplicaProgress``: its LEO, log
-start, and the two-step ``last_caught_up_time_ms`` rule of §3.3).
+start, and the two-step ``last_caught_up_time_ms`` rule of docs/replication.md §2.3).
 
 The ISR is written to ZooKeeper before it takes effect, and the write is asynchronous, so the ISR
 has three states (Kafka 2.7's names): ``CommittedIsr``; ``PendingExpandIsr`` (a follower is being
@@ -23,10 +23,12 @@ advances the HW only once ZooKeeper has accepted it (the AsyncIsr rule of the TL
 every member of the true ISR has everything below the HW).
 
 Rules applied:
-* out of sync (§3.2): LEO != leader LEO **and** now − last_caught_up_time_ms > replica.lag.time.max.ms;
-* in sync for expansion (§4): follower LEO ≥ HW **and** ≥ the leader epoch start offset;
-* HW candidate (§5.1): min of the leader LEO and the LEOs of remote replicas that are in the
-  maximal ISR or caught up (LEO equals leader LEO, or caught up within the lag bound).
+* out of sync (docs/replication.md §2.2): LEO != leader LEO **and** now − last_caught_up_time_ms >
+  replica.lag.time.max.ms;
+* in sync for expansion (docs/replication.md §3): follower LEO ≥ HW **and** ≥ the leader epoch start
+  offset;
+* HW candidate (docs/replication.md §4.1): min of the leader LEO and the LEOs of remote replicas that are in
+  the maximal ISR or caught up (LEO equals leader LEO, or caught up within the lag bound).
 The HW itself only moves forward on the leader; the log enforces that.
 """
 
@@ -125,7 +127,8 @@ class ReplicaProgress:
         fetch_time_ms: int,
         high_watermark_sent: int,
     ) -> None:
-        """Record a follower fetch (§3.3). ``leader_end_offset`` is the leader LEO before the read."""
+        """Record a follower fetch (docs/replication.md §2.3). ``leader_end_offset`` is the leader LEO before
+        the read."""
         if fetch_offset >= leader_end_offset:
             self._caught_up_at(fetch_time_ms)
         elif fetch_offset >= self.last_fetch_leader_log_end_offset and self.last_fetch_time_ms is not None:
@@ -209,7 +212,8 @@ class PartitionState:
         leader_log_end_offset: int,
         now_ms: int,
     ) -> bool:
-        """Become leader (§3.3, §11.5). Returns True if this broker was not leader before."""
+        """Become leader (docs/replication.md §2.3, docs/controller.md §5). Returns True if this broker was
+        not leader before."""
         was_leader = self.role is Role.LEADER and self.leader_id == self.local_broker_id
         self.controller_epoch = controller_epoch
         self.assigned_replicas = assigned_replicas
@@ -244,7 +248,8 @@ class PartitionState:
         assigned_replicas: tuple[BrokerId, ...],
         zk_version: int,
     ) -> bool:
-        """Become follower (§11.5). False if neither the leader nor the leader epoch changed."""
+        """Become follower (docs/controller.md §5). False if neither the leader nor the leader epoch
+        changed."""
         unchanged = (
             self.role is Role.FOLLOWER and self.leader_id == leader_id and self.leader_epoch == leader_epoch
         )
@@ -272,7 +277,8 @@ class PartitionState:
     # ----------------------------------------------------------------------- follower fetches
 
     def is_follower_in_sync(self, replica: ReplicaProgress, high_watermark: int) -> bool:
-        """The expansion condition of §4 (2.0.1+): LEO ≥ HW and ≥ the leader epoch start offset."""
+        """The expansion condition of docs/replication.md §3 (2.0.1+): LEO ≥ HW and ≥ the leader epoch
+        start offset."""
         return (
             self.leader_epoch_start_offset is not None
             and replica.log_end_offset >= high_watermark
@@ -291,7 +297,8 @@ class PartitionState:
     def high_watermark_candidate(
         self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int
     ) -> int:
-        """§5.1 over the maximal ISR; the log keeps the leader HW from moving backwards."""
+        """docs/replication.md §4.1 over the maximal ISR; the log keeps the leader HW from moving
+        backwards."""
         candidate = leader_log_end_offset
         maximal_isr = self.maximal_isr
         for replica in self.remote_replicas.values():
@@ -305,7 +312,8 @@ class PartitionState:
     def out_of_sync_replicas(
         self, leader_log_end_offset: int, now_ms: int, replica_lag_time_max_ms: int
     ) -> frozenset[BrokerId]:
-        """§3.2 among ISR members other than the leader; empty while an ISR change is in flight."""
+        """docs/replication.md §2.2 among ISR members other than the leader; empty while an ISR change is
+        in flight."""
         if not self.is_leader or self.isr_change_in_flight:
             return frozenset()
         return frozenset(

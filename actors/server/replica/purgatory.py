@@ -1,6 +1,6 @@
 """The produce purgatory of one partition: acks=all appends waiting for the high watermark.
 
-Kafka's ``DelayedProduce`` (kafka-semantics.md §10.1), per partition: an append with acks=-1 waits
+Kafka's ``DelayedProduce`` (docs/replication.md §5.1), per partition: an append with acks=-1 waits
 until the leader's high watermark reaches ``required_offset`` (its last offset + 1), then answers
 NONE if the ISR is at least ``min.insync.replicas``, else NOT_ENOUGH_REPLICAS_AFTER_APPEND (the data
 is in the log either way). It answers REQUEST_TIMED_OUT when its timeout passes first, and

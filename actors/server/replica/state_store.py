@@ -1,5 +1,5 @@
 """The ZooKeeper side of a leader's ISR change: Kafka's ``ZkPartitionStateStore`` with
-``ReplicationUtils.updateLeaderAndIsr`` and ``checkLeaderAndIsrZkData`` (kafka-semantics.md §3.4).
+``ReplicationUtils.updateLeaderAndIsr`` and ``checkLeaderAndIsrZkData`` (docs/replication.md §2.4).
 
 ``conditional_isr_write`` returns the I/O (a coroutine function) that the partition actor pipes:
 a conditional ``setData`` of ``/brokers/topics/<T>/partitions/<P>/state`` on the zkVersion the

@@ -1,7 +1,7 @@
 """What a partition replica reports: its statistics snapshot and the counters behind it.
 
 ``PartitionStatistics`` is the frozen snapshot the metrics collectors read at scrape time
-(kafka-semantics.md §6.3: ``UnderReplicated``, ``UnderMinIsr``, ``AtMinIsr``, ISR shrink/expand and
+(docs/propagation.md §3: ``UnderReplicated``, ``UnderMinIsr``, ``AtMinIsr``, ISR shrink/expand and
 failed-update counts, produce/fetch request counts, purgatory expiries). ``PartitionCounters`` is
 the mutable tally the partition actor keeps between snapshots.
 """

@@ -1,4 +1,4 @@
-"""Offset and time indexes (kafka-semantics.md §8.2, scenario 37)."""
+"""Offset and time indexes (docs/log.md §2, scenario 37)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""LeaderEpochCache (kafka-semantics.md §5.4, scenario 38)."""
+"""LeaderEpochCache (docs/leader-epochs.md §1, scenario 38)."""
 
 from __future__ import annotations
 

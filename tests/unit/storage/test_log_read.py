@@ -1,4 +1,4 @@
-"""Reads (kafka-semantics.md §8.3): whole batches, bounds, min-one-message, out of range."""
+"""Reads (docs/log.md §3): whole batches, bounds, min-one-message, out of range."""
 
 from __future__ import annotations
 

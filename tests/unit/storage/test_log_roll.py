@@ -1,4 +1,4 @@
-"""Rolling (kafka-semantics.md §8.5) beyond scenarios 31 and 35, and the write-before-count rule."""
+"""Rolling (docs/log.md §5) beyond scenarios 31 and 35, and the write-before-count rule."""
 
 from __future__ import annotations
 

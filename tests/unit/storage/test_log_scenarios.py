@@ -1,4 +1,4 @@
-"""kafka-semantics.md §13.4, scenarios 30-36, each as its own test (37 and 38 live in test_index.py and
+"""docs/scenarios.md §4, scenarios 30-36, each as its own test (37 and 38 live in test_index.py and
 test_leader_epoch.py). Times are virtual: ``now`` stands for Kafka's MockTime in both the monotonic
 and the wall-clock roles."""
 

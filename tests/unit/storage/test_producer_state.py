@@ -1,4 +1,4 @@
-"""Idempotent producer state (kafka-semantics.md §12.5), alone and through Log appends."""
+"""Idempotent producer state (docs/producer.md §5), alone and through Log appends."""
 
 from __future__ import annotations
 
