@@ -44,7 +44,7 @@ from runtime.coordination.zk import ZkCoordinator
 
 __all__ = ["BrokerProcess", "LocalCluster", "launch_broker", "write_atomically"]
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 _REGISTRATION_TIMEOUT_S = 60.0
 
 
