@@ -18,6 +18,7 @@ class Activity:
         self._count = 0
         self._idle = asyncio.Event()
         self._idle.set()
+        self._began = asyncio.Event()
 
     @property
     def count(self) -> int:
@@ -25,6 +26,7 @@ class Activity:
 
     def begin(self) -> None:
         self._count += 1
+        self._began.set()
         if self._count == 1:
             self._idle.clear()
 
@@ -42,3 +44,10 @@ class Activity:
             if self._count == 0:
                 return
             await self._idle.wait()
+
+    async def wait_begin(self) -> None:
+        """Wait until some work begins after this call (for a driver that moves virtual time
+        whenever everything is idle: it may have found nothing due only because the work that
+        will set the next timer had not begun yet)."""
+        self._began.clear()
+        await self._began.wait()

@@ -157,6 +157,15 @@ class Context(ABC, Generic[M]):
         async def operation() -> T:
             return await asyncio.to_thread(function)
 
+        self._pipe_blocking(operation, function, on_success, on_failure)
+
+    def _pipe_blocking(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        function: Callable[[], T],
+        on_success: Callable[[T], M],
+        on_failure: Callable[[Exception], M],
+    ) -> None:
         self.pipe_to_self(operation, on_success, on_failure)
 
     @abstractmethod

@@ -70,6 +70,9 @@ class Pipe:
     operation: Callable[[], Awaitable[Any]]
     on_success: Callable[[Any], Any]
     on_failure: Callable[[Exception], Any]
+    # A blocking function (an fsync, a directory scan) behind ``operation``: the system runs it in
+    # a worker thread, or inline when the node runs deterministically (simulation).
+    blocking: Callable[[], Any] | None = None
 
 
 @dataclass(frozen=True, slots=True)

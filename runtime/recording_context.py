@@ -78,6 +78,15 @@ class RecordingContext(Context[Any]):
     ) -> None:
         self.effects.append(Pipe(operation, on_success, on_failure))
 
+    def _pipe_blocking(
+        self,
+        operation: Callable[[], Awaitable[T]],
+        function: Callable[[], T],
+        on_success: Callable[[T], Any],
+        on_failure: Callable[[Exception], Any],
+    ) -> None:
+        self.effects.append(Pipe(operation, on_success, on_failure, blocking=function))
+
     def spawn(
         self,
         name: str,

@@ -232,6 +232,10 @@ class _Cell:
                 self.system.activity.end()
 
     def resume(self) -> None:
+        if self.system._stalled:
+            if self not in self.system._paused_by_stall:
+                self.system._paused_by_stall.append(self)  # resumed when the stall ends
+            return
         if self.paused and not self.stopped:
             self.paused = False
             for _ in self.queue:
@@ -307,6 +311,9 @@ class _Cell:
         context._envelope = envelope
         context.effects = []
         try:
+            hook = self.system.before_handler
+            if hook is not None:
+                hook(self.ref, envelope.message)
             instance.receive(context, envelope.message)
         except Exception as error:  # noqa: BLE001 - handler failures go to supervision
             context.effects = []
@@ -323,6 +330,9 @@ class _Cell:
 
     def start_instance(self) -> None:
         if self.stopped:
+            return
+        if self.system._stalled:
+            self.system._starts_after_stall.append(self)
             return
         try:
             self.instance = self.factory()
@@ -400,6 +410,7 @@ class ActorSystem:
         transport: Transport | None = None,
         mailbox_capacity: int = 10_000,
         activity: Activity | None = None,
+        deterministic: bool = False,
     ) -> None:
         if mailbox_capacity <= 0:
             raise ValueError("mailbox_capacity must be positive")
@@ -420,6 +431,17 @@ class ActorSystem:
         self._auxiliary_tasks: set[asyncio.Task[None]] = set()
         self._dead_letters_total = 0
         self._closing = False
+        # Deterministic mode (the simulation): blocking pipes run inline instead of in a worker
+        # thread, whose timing no seed decides.
+        self.deterministic = deterministic
+        # Fault injection (the simulation only): called before every handler with the actor's
+        # ref and the message; an exception it raises is what the handler raised.
+        self.before_handler: Callable[[ActorRef, object], None] | None = None
+        # A stalled process (SIGSTOP): while set, mailboxes hold their messages and no actor
+        # starts; what was running, or would have started, continues when the stall ends.
+        self._stalled = False
+        self._paused_by_stall: list[_Cell] = []
+        self._starts_after_stall: list[_Cell] = []
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -740,11 +762,12 @@ class ActorSystem:
 
     def _pipe(self, cell: _Cell, effect: Pipe) -> None:
         self.activity.begin()
+        blocking = effect.blocking if self.deterministic else None
 
         async def run() -> None:
             try:
                 try:
-                    result = await effect.operation()
+                    result = blocking() if blocking is not None else await effect.operation()
                 except Exception as error:  # noqa: BLE001 - the outcome is data for the actor
                     if not cell.stopped:
                         cell.post_adapted(effect.on_failure, error)
@@ -780,6 +803,34 @@ class ActorSystem:
             self._routes.pop(pending.requester.reply_id, None)
             raise UnknownActorError(f"{envelope.target}@{self.node_id}") from None
         return pending.result()
+
+    # ------------------------------------------------------------------- a stalled process
+
+    def stall(self) -> None:
+        """Stop processing messages, as a process stopped by SIGSTOP (the simulation's clock
+        pauses): mailboxes keep what arrives, timers still queue their messages."""
+        if self._stalled:
+            return
+        self._stalled = True
+        self._paused_by_stall = [cell for cell in self._cells.values() if not cell.paused]
+        for cell in self._paused_by_stall:
+            cell.pause()
+
+    def unstall(self) -> None:
+        """Resume a stalled node: every mailbox that was running runs again."""
+        if not self._stalled:
+            return
+        self._stalled = False
+        paused, self._paused_by_stall = self._paused_by_stall, []
+        starts, self._starts_after_stall = self._starts_after_stall, []
+        for cell in paused:
+            cell.resume()
+        for cell in starts:
+            cell.start_instance()
+
+    @property
+    def stalled(self) -> bool:
+        return self._stalled
 
     # ---------------------------------------------------------------------------- observing
 

@@ -21,18 +21,32 @@ entries that were durable at its last ``fsync_dir``. ``crash()`` throws away eve
 unsynced bytes (optionally keeping a torn prefix of unsynced appends), files created or renamed
 without a directory sync, and it resurrects files deleted without one. Directories themselves are
 durable once created (a simplification: the engine never relies on losing a directory).
-A process crash (SIGKILL) needs no simulation: the memory file system, like the OS page cache, keeps
-every written byte; tests just reopen without closing.
+A process crash (SIGKILL) keeps every written byte, as the OS page cache does: ``process_exit()``
+only makes the dead process's handles unusable, so a broker killed mid-shutdown cannot write a
+clean-shutdown marker afterwards.
+
+Disk faults (the simulation's): ``inject_fault`` makes every later write (``EIO``), every write
+past a full disk (``ENOSPC``) or every fsync (``EIO``) fail until ``clear_fault``.
 """
 
 from __future__ import annotations
 
+import enum
+import errno
 import posixpath
 import threading
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-__all__ = ["FileHandle", "FileSystem", "MemoryFileSystem", "TornTail"]
+__all__ = ["DiskFault", "FileHandle", "FileSystem", "MemoryFileSystem", "TornTail"]
+
+
+class DiskFault(enum.Enum):
+    """What an injected disk fault fails."""
+
+    WRITE_ERROR = "write-error"
+    DISK_FULL = "disk-full"
+    FSYNC_ERROR = "fsync-error"
 
 
 class FileHandle(Protocol):
@@ -159,11 +173,13 @@ class _MemoryHandle:
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
         self._check_writable()
+        self._fs.check_write(self._path)
         self._inode.data += data
         self._inode.modified_ms = self._fs.wall_clock_ms()
 
     def writev(self, buffers: Sequence[bytes | bytearray | memoryview], total: int | None = None) -> None:
         self._check_writable()
+        self._fs.check_write(self._path)
         data = self._inode.data
         for buffer in buffers:
             data += buffer
@@ -183,6 +199,7 @@ class _MemoryHandle:
 
     def fsync(self) -> None:
         self._check_open()
+        self._fs.check_fsync(self._path)
         with self._fs.lock:
             self._inode.durable = bytes(self._inode.data)
 
@@ -203,6 +220,7 @@ class MemoryFileSystem:
         self._live: set[int] = set()
         self._wall_clock = wall_clock_ms if wall_clock_ms is not None else (lambda: 0)
         self.fsync_count = 0
+        self.fault: DiskFault | None = None
 
     # ---------------------------------------------------------------------------- helpers
 
@@ -261,6 +279,9 @@ class MemoryFileSystem:
 
     def write_file(self, path: str, data: bytes, *, fsync: bool) -> None:
         path = self._norm(path)
+        self.check_write(path)
+        if fsync:
+            self.check_fsync(path)
         with self.lock:
             if path in self._dirs:
                 raise IsADirectoryError(path)
@@ -350,12 +371,14 @@ class MemoryFileSystem:
 
     def fsync_path(self, path: str) -> None:
         inode = self._inode(path)
+        self.check_fsync(path)
         with self.lock:
             inode.durable = bytes(inode.data)
             self.fsync_count += 1
 
     def fsync_dir(self, path: str) -> None:
         path = self._norm(path)
+        self.check_fsync(path)
         with self.lock:
             if path not in self._dirs:
                 raise FileNotFoundError(f"no such directory: {path}")
@@ -367,6 +390,40 @@ class MemoryFileSystem:
             self.fsync_count += 1
 
     # ------------------------------------------------------------------------ fault injection
+
+    def inject_fault(self, fault: DiskFault) -> None:
+        self.fault = fault
+
+    def clear_fault(self) -> None:
+        self.fault = None
+
+    def check_write(self, path: str) -> None:
+        if self.fault is DiskFault.WRITE_ERROR:
+            raise OSError(errno.EIO, "Input/output error (injected)", path)
+        if self.fault is DiskFault.DISK_FULL:
+            raise OSError(errno.ENOSPC, "No space left on device (injected)", path)
+
+    def check_fsync(self, path: str) -> None:
+        if self.fault is DiskFault.FSYNC_ERROR:
+            raise OSError(errno.EIO, "Input/output error on fsync (injected)", path)
+
+    def process_exit(self) -> None:
+        """The process using this file system died (SIGKILL): its handles become unusable, and
+        every byte it wrote stays, durable or not, as in the OS page cache."""
+        with self.lock:
+            renewed: dict[int, _Inode] = {}
+
+            def renew(old: _Inode) -> _Inode:
+                inode = renewed.get(id(old))
+                if inode is None:
+                    inode = renewed[id(old)] = _Inode(old.modified_ms)
+                    inode.data = bytearray(old.data)
+                    inode.durable = old.durable
+                return inode
+
+            self._files = {path: renew(inode) for path, inode in self._files.items()}
+            self._durable_files = {path: renew(inode) for path, inode in self._durable_files.items()}
+            self._live = {id(inode) for inode in renewed.values()}
 
     def unsynced_bytes(self) -> int:
         """Bytes a crash would lose from files that would survive it (for tests' assertions)."""

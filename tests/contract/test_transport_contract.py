@@ -1,12 +1,16 @@
-"""One contract, two transports: the memory transport must behave like the HTTP one.
+"""One contract, three transports: the memory transport and the simulation's transport must behave
+like the HTTP one.
 
-Each test runs against both, on real time (the HTTP transport does real I/O on loopback). Waiting is
-always on an event or a reply, never a sleep.
+The memory and HTTP transports run on real time (the HTTP transport does real I/O on loopback);
+the simulation's runs on virtual time, moved by a driver that jumps to the next due timer whenever
+everything is idle (deliveries wait on the clock there). Waiting is always on an event or a reply,
+never a sleep.
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import socket
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
@@ -17,9 +21,12 @@ import pytest
 import pytest_asyncio
 
 from runtime import Actor, ActorRef, ActorSystem, AskTimedOut, Context, PeerUnavailable, UnknownActor
+from runtime.activity import Activity
+from runtime.clock import ManualClock
 from runtime.errors import AskTimeoutError, PeerUnavailableError, UnknownActorError
 from runtime.transport.http import HttpServer, HttpTransport
 from runtime.transport.memory import MemoryNetwork, MemoryTransport
+from runtime.transport.sim import LinkBehaviour, SimNetwork, SimTransport
 from tests.support.runtime_actors import (
     AskerActor,
     EchoActor,
@@ -52,7 +59,16 @@ class Cluster:
     ghost_node: str
 
 
-@pytest_asyncio.fixture(params=["memory", "http"])
+async def autojump(clock: ManualClock, activity: Activity) -> None:
+    """Virtual time that moves by itself: whenever nothing is in flight, jump to the next due
+    timer; with no timer due, wait until something starts."""
+    while True:
+        await activity.wait_idle()
+        if not clock.step():
+            await activity.wait_begin()
+
+
+@pytest_asyncio.fixture(params=["memory", "sim", "http"])
 async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
     codec = make_codec()
     async with AsyncExitStack() as stack:
@@ -60,6 +76,14 @@ async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
             network = MemoryNetwork(codec=codec)
             a = ActorSystem("a", transport=MemoryTransport(network))
             b = ActorSystem("b", transport=MemoryTransport(network))
+        elif request.param == "sim":
+            clock, activity = ManualClock(), Activity()
+            sim = SimNetwork(clock=clock, rng=random.Random(7), codec=codec, activity=activity)
+            sim.default = LinkBehaviour(min_delay_ms=0, max_delay_ms=20)
+            a = ActorSystem("a", clock=clock, transport=SimTransport(sim), activity=activity)
+            b = ActorSystem("b", clock=clock, transport=SimTransport(sim), activity=activity)
+            driver = asyncio.ensure_future(autojump(clock, activity))
+            stack.callback(driver.cancel)
         else:
             addresses: dict[str, str] = {"ghost": f"http://127.0.0.1:{free_port()}"}
             transports = {
