@@ -53,8 +53,8 @@ def test_every_section_reference_resolves_to_a_heading_in_docs() -> None:
     problems = []
     for path in _tracked_files():
         text = path.read_text()
-        if "§" not in text:
-            continue
+        if "§" not in text or path == Path(__file__).resolve():
+            continue  # this file's own examples are not references
         for page, section, offset in _references(text):
             line = text.count("\n", 0, offset) + 1
             where = f"{path.relative_to(ROOT)}:{line}"
