@@ -136,6 +136,8 @@ class NodeAdapters:
     # Every real broker runs a controller (one is active at a time). Tests that play the
     # controller themselves, sending LeaderAndIsr by hand, leave it off.
     run_controller: bool = False
+    # The simulation: blocking pipes run inline, so that only the seed decides what happens.
+    deterministic: bool = False
 
 
 @dataclass(slots=True)
@@ -147,6 +149,9 @@ class BrokerNode:
     broker: ActorRef
     admin: ActorRef
     controller: ActorRef | None = None
+    # Whether leaving runs Kafka's controlled shutdown first (config, unless the process is being
+    # killed: a killed process asks nobody for anything).
+    controlled_shutdown_enable: bool = True
 
 
 @contextlib.asynccontextmanager
@@ -192,6 +197,7 @@ async def broker_node_context(
         rng=adapters.rng,
         transport=adapters.transport,
         activity=adapters.activity,
+        deterministic=adapters.deterministic,
     )
     try:
         async with system:
@@ -225,11 +231,14 @@ async def broker_node_context(
                         config=config, coordinator=coordinator, address_book=adapters.address_book
                     ),
                 )
-            node = BrokerNode(config, system, log_manager, coordinator, broker, admin, controller)
+            node = BrokerNode(
+                config, system, log_manager, coordinator, broker, admin, controller,
+                controlled_shutdown_enable=config.controlled_shutdown_enable,
+            )  # fmt: skip
             try:
                 yield node
             finally:
-                if config.controlled_shutdown_enable and adapters.run_controller:
+                if node.controlled_shutdown_enable and adapters.run_controller:
                     await controlled_shutdown(node, clock)
     finally:
         log_manager.close(now_ms=clock.now_ms())

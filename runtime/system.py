@@ -731,6 +731,12 @@ class ActorSystem:
         """Tell from outside any actor."""
         self._tell(target, message, sender)
 
+    def stop_actor(self, ref: ActorRef) -> None:
+        """Stop an actor of this node from outside any actor (its ``on_stop`` runs)."""
+        cell = self._cells.get(ref.name)
+        if cell is not None and ref.node_id == self.node_id:
+            self._stop_cell(cell)
+
     def _reply_future(self, target: str, timeout_ms: int) -> _PendingReply:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         # From the moment the answer exists until whoever awaits it has resumed (and, for a

@@ -123,6 +123,18 @@ class MemoryCoordinator(Coordinator):
         self._server.client_disconnected(self._session)
         self._watchdog.transition(SessionState.SUSPENDED, self._session)
 
+    def abandon(self) -> None:
+        """The client's process died (SIGKILL): its connection drops and nothing will ever use
+        this client again, but the session lives on in the server until its timeout, with its
+        ephemeral znodes, as ZooKeeper keeps a dead client's session."""
+        state = self._watchdog.state
+        if state is SessionState.CONNECTED:
+            assert self._session is not None
+            self._server.client_disconnected(self._session)
+        self._session = None
+        if state is not SessionState.CLOSED:
+            self._watchdog.transition(SessionState.CLOSED, None)
+
     def reconnect(self) -> None:
         """Reconnect: the same session if it is still alive, else LOST and then a new session."""
         state = self._watchdog.state

@@ -25,6 +25,9 @@ Theory of operation (what is modelled, following ZooKeeper's DataTree and PrepRe
 * Session timeouts need time: with a ``Clock`` the server expires a disconnected session
   ``timeout_ms`` after its client disconnected (ManualClock makes that virtual time); without one,
   sessions only expire on demand (``expire_session``).
+* An outage (``stop_serving``/``resume_serving``, the simulation's): while the ensemble is down no
+  session expires (its clock is not running); when it is back, every session still disconnected
+  gets a full timeout again, as after a ZooKeeper leader election.
 """
 
 from __future__ import annotations
@@ -150,6 +153,7 @@ class MemoryZooKeeper:
         self._session_ids = itertools.count(_FIRST_SESSION_ID)
         self._data_watches: dict[str, list[_Watch]] = {}
         self._child_watches: dict[str, list[_Watch]] = {}
+        self._serving = True
 
     # ------------------------------------------------------------------------------ inspection
 
@@ -164,6 +168,16 @@ class MemoryZooKeeper:
     def paths(self) -> list[str]:
         """Every znode path, sorted (for test assertions and debugging)."""
         return sorted(self._nodes)
+
+    def peek(self, path: str) -> tuple[bytes, Stat] | None:
+        """A znode's data and stat without a session or a watch (an omniscient observer's read,
+        for the simulation's checks; no client can do this)."""
+        node = self._nodes.get(path)
+        return None if node is None else (node.data, node.stat())
+
+    def peek_children(self, path: str) -> list[str]:
+        node = self._nodes.get(path)
+        return [] if node is None else sorted(node.children)
 
     # -------------------------------------------------------------------------------- sessions
 
@@ -194,10 +208,35 @@ class MemoryZooKeeper:
     def client_disconnected(self, session_id: int) -> None:
         session = self._sessions[session_id]
         session.connected = False
-        if self._clock is not None:
+        if self._serving:
+            self._start_expiry(session)
+
+    def _start_expiry(self, session: _Session) -> None:
+        if self._clock is not None and session.expiry is None:
+            session_id = session.session_id
             session.expiry = self._clock.call_later(
                 session.timeout_ms, lambda: self.expire_session(session_id)
             )
+
+    @property
+    def serving(self) -> bool:
+        return self._serving
+
+    def stop_serving(self) -> None:
+        """The ensemble is down: pending expiries stop (clients must be disconnected by their
+        owners; a call to a stopped server is the caller's bug)."""
+        self._serving = False
+        for session in self._sessions.values():
+            if session.expiry is not None:
+                session.expiry.cancel()
+                session.expiry = None
+
+    def resume_serving(self) -> None:
+        """The ensemble is back: sessions whose clients are still away time out from now."""
+        self._serving = True
+        for session in list(self._sessions.values()):
+            if not session.connected:
+                self._start_expiry(session)
 
     def client_reconnected(self, session_id: int) -> bool:
         """Reattach a client to its session; False if it expired meanwhile. Flushes queued watches."""
