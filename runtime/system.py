@@ -485,14 +485,27 @@ class ActorSystem:
         for task in list(self._auxiliary_tasks):
             task.cancel()
 
-    def _spawn_task(self, coroutine: Coroutine[Any, Any, None], *, auxiliary: bool = True) -> None:
+    def _spawn_task(
+        self,
+        coroutine: Coroutine[Any, Any, None],
+        *,
+        auxiliary: bool = True,
+        holding: _ActivityUnit | None = None,
+    ) -> None:
+        """Start a task of this node. ``holding`` is released when the task ends however it ends,
+        even cancelled before its first step (shutdown cancels auxiliary tasks)."""
         if self._task_group is None:
             coroutine.close()
+            if holding is not None:
+                holding.release()
             raise RuntimeError("the actor system is not running (use `async with`)")
         task = self._task_group.create_task(coroutine)
         if auxiliary:
             self._auxiliary_tasks.add(task)
             task.add_done_callback(self._auxiliary_tasks.discard)
+        if holding is not None:
+            unit = holding
+            task.add_done_callback(lambda _: unit.release())
 
     # ------------------------------------------------------------------------------ spawning
 
@@ -706,7 +719,7 @@ class ActorSystem:
             finally:
                 in_transit.release()
 
-        self._spawn_task(remote_ask())
+        self._spawn_task(remote_ask(), holding=in_transit)
 
     async def ask(self, target: ActorRef, message: object, *, timeout_ms: int) -> Any:
         """Ask from outside any actor (HTTP edge, CLI, tests). Raises TransportError subclasses."""
@@ -767,7 +780,7 @@ class ActorSystem:
     # -------------------------------------------------------------------------------- pipes
 
     def _pipe(self, cell: _Cell, effect: Pipe) -> None:
-        self.activity.begin()
+        running = _ActivityUnit(self.activity)
         blocking = effect.blocking if self.deterministic else None
 
         async def run() -> None:
@@ -781,9 +794,9 @@ class ActorSystem:
                     if not cell.stopped:
                         cell.post_adapted(effect.on_success, result)
             finally:
-                self.activity.end()
+                running.release()
 
-        self._spawn_task(run())
+        self._spawn_task(run(), holding=running)
 
     # --------------------------------------------------------------------- inbound transport
 

@@ -80,10 +80,15 @@ class SimBroker:
     coordinator: MemoryCoordinator | None = None
     transport: SimTransport | None = None
     node: BrokerNode | None = None
-    stack: contextlib.AsyncExitStack | None = None
     incarnation: int = 0
     stalled: bool = False
     zookeeper_cut: bool = False
+    # The process task (the broker node runs inside it) and the event that ends it cleanly.
+    process: asyncio.Task[None] | None = None
+    leave: asyncio.Event | None = None
+    killed: bool = False
+    # Why the process ended on its own (a node failure), if it did.
+    exit_reason: str | None = None
 
     @property
     def up(self) -> bool:
@@ -130,6 +135,8 @@ class SimCluster:
         self.background_failures: list[BaseException] = []
         # Called after every settled step of virtual time (the simulation's invariant checks).
         self.on_step: Callable[[], None] | None = None
+        # Called when a broker process ends on its own (broker id, why).
+        self.on_exit: Callable[[int, str], None] | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -142,9 +149,7 @@ class SimCluster:
         for task in list(self._background):
             task.cancel()
         for broker in self.brokers.values():
-            if broker.stalled and broker.system is not None:
-                broker.system.unstall()
-            if broker.up or broker.state == BrokerState.STOPPING:
+            if broker.process is not None:
                 await self._kill_now(broker)
         await self._stack.aclose()
 
@@ -175,11 +180,15 @@ class SimCluster:
     # -------------------------------------------------------------------------------- brokers
 
     async def start(self, broker_id: int) -> SimBroker:
+        """Start a broker process. It runs in a task of its own, so that a node that fails (an
+        error escalating past a top-level actor) ends that process, not the simulation. Raises
+        what the start-up raised (a disk that fails, ZooKeeper gone)."""
         broker = self.brokers[broker_id]
         if broker.state != BrokerState.DOWN:
             raise RuntimeError(f"broker {broker_id} is {broker.state}")
         broker.state = BrokerState.STARTING
         broker.incarnation += 1
+        broker.exit_reason = None
         broker.coordinator = MemoryCoordinator(self.zookeeper, session_timeout_ms=self.session_timeout_ms)
         broker.transport = SimTransport(self.network)
         adapters = NodeAdapters(
@@ -193,43 +202,72 @@ class SimCluster:
             run_controller=True,
             deterministic=True,
         )
-        stack = contextlib.AsyncExitStack()
-        try:
-            broker.node = await stack.enter_async_context(
-                broker_node_context(
-                    self.config(broker_id),
-                    adapters=adapters,
-                    log_dir=LOG_DIR,
-                    host=f"broker-{broker_id}",
-                    port=9092,
-                    default_log_config=self.default_log_config,
-                )
-            )
-        except BaseException:
-            broker.state = BrokerState.DOWN
+        started: asyncio.Future[BrokerNode] = asyncio.get_running_loop().create_future()
+        broker.leave = asyncio.Event()
+        leave = broker.leave
+
+        async def process() -> None:
+            async with broker_node_context(
+                self.config(broker_id),
+                adapters=adapters,
+                log_dir=LOG_DIR,
+                host=f"broker-{broker_id}",
+                port=9092,
+                default_log_config=self.default_log_config,
+            ) as node:
+                broker.node = node
+                started.set_result(node)
+                await leave.wait()
+
+        task = asyncio.ensure_future(process())
+        broker.process = task
+        task.add_done_callback(lambda finished: self._process_ended(broker, finished, started))
+        waiting: list[asyncio.Future[Any]] = [started, task]
+        await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():
+            error = task.exception() if not task.cancelled() else asyncio.CancelledError()
+            assert error is not None
+            raise error
+        broker.state = BrokerState.UP
+        return broker
+
+    def _process_ended(
+        self, broker: SimBroker, task: asyncio.Task[None], started: asyncio.Future[BrokerNode]
+    ) -> None:
+        if broker.process is not task:
+            return
+        error = None if task.cancelled() else task.exception()
+        if broker.state in (BrokerState.UP, BrokerState.STARTING) and not broker.killed:
+            # The process ended on its own: a node failure, or a failed start.
+            broker.exit_reason = repr(error) if error is not None else "exited"
+            _log.warning("broker %d exited: %s", broker.broker_id, broker.exit_reason)
+            if self.on_exit is not None and started.done():
+                self.on_exit(broker.broker_id, broker.exit_reason)
             broker.fs.process_exit()
             if broker.coordinator is not None:
                 broker.coordinator.abandon()
-            with contextlib.suppress(Exception):
-                await stack.aclose()
-            raise
-        broker.stack = stack
-        broker.state = BrokerState.UP
-        return broker
+            if broker.transport is not None:
+                self.network.detach(broker_node(broker.broker_id))
+        broker.process = None
+        broker.node = None
+        broker.stalled = False
+        broker.zookeeper_cut = False
+        broker.killed = False
+        broker.state = BrokerState.DOWN
+        if not started.done():
+            started.cancel()
 
     async def stop(self, broker_id: int) -> None:
         """A clean stop: controlled shutdown, actors stop, logs close, the session closes."""
         broker = self.brokers[broker_id]
-        if broker.state != BrokerState.UP:
+        if broker.state != BrokerState.UP or broker.process is None:
             return
         broker.state = BrokerState.STOPPING
-        try:
-            if broker.stack is not None:
-                await broker.stack.aclose()
-        finally:
-            broker.stack = None
-            broker.node = None
-            broker.state = BrokerState.DOWN
+        process = broker.process
+        assert broker.leave is not None
+        broker.leave.set()
+        with contextlib.suppress(Exception, asyncio.CancelledError):
+            await asyncio.shield(process)
 
     async def kill(self, broker_id: int, *, power_loss: bool = False) -> None:
         broker = self.brokers[broker_id]
@@ -239,6 +277,7 @@ class SimCluster:
 
     async def _kill_now(self, broker: SimBroker, *, power_loss: bool = False) -> None:
         # Nothing leaves a dead process: cut it from the network before its actors stop.
+        broker.killed = True
         if broker.transport is not None:
             await broker.transport.stop()
         system = broker.system
@@ -252,15 +291,13 @@ class SimCluster:
             broker.coordinator.abandon()
         if broker.node is not None:
             broker.node.controlled_shutdown_enable = False
-        stack, broker.stack = broker.stack, None
-        broker.node = None
-        broker.stalled = False
-        broker.zookeeper_cut = False
-        broker.state = BrokerState.DOWN
-        if stack is not None:
+        process = broker.process
+        if process is not None:
+            process.cancel()
             # Closing the logs fails on the dead files: that is the point.
-            with contextlib.suppress(OSError, ExceptionGroup):
-                await stack.aclose()
+            with contextlib.suppress(Exception, asyncio.CancelledError):
+                await process
+        broker.state = BrokerState.DOWN
 
     def stall(self, broker_id: int) -> None:
         broker = self.brokers[broker_id]

@@ -80,7 +80,8 @@ from ops.sim.plan import (
 from ops.sim.workload import ConsumerClient, ProducerClient
 from runtime.codec import WireEnvelope
 from runtime.coordination import MemoryCoordinator
-from runtime.errors import TransportError
+from runtime.coordination.errors import CoordinationError
+from runtime.errors import RuntimeFailure, TransportError
 from runtime.ref import ActorRef
 from runtime.transport.sim import LinkBehaviour, LinkFilter
 
@@ -89,6 +90,8 @@ __all__ = ["RunResult", "SimOptions", "run_seed", "shrink"]
 _log = logging.getLogger("actorlog.sim")
 
 _DEEP_CHECK_EVERY_MS = 1_000
+# How long a supervisor (Kubernetes, ``cluster up``) takes to start a process that exited.
+_SUPERVISOR_RESTART_MS = 5_000
 # Topic settings under which Kafka does not promise to keep acknowledged records.
 _UNSAFE_SETTINGS = frozenset({("unclean.leader.election.enable", "true"), ("min.insync.replicas", "1")})
 _POLL_EVERY_MS = 500
@@ -160,6 +163,7 @@ class _Run:
         self._last_deep_ms = 0
         self._operator: MemoryCoordinator | None = None
         self._producing = True
+        self.exits = 0
 
     def note(self, text: str) -> None:
         self.events.add(self.cluster.clock.now_ms(), text)
@@ -179,6 +183,7 @@ class _Run:
                 self._install_crash_hook(broker_id)
             self.note(f"started brokers {list(cluster.broker_ids)}")
             cluster.on_step = self._on_step
+            cluster.on_exit = self._on_exit
             for action in self.plan:
                 self.at(action.at_ms, functools.partial(self.apply, action))
             self.at(_POLL_EVERY_MS, self._poll)
@@ -223,6 +228,13 @@ class _Run:
             self._last_deep_ms = now
             self.checker.deep()
             self._update_outstanding_power_loss()
+
+    def _on_exit(self, broker_id: int, reason: str) -> None:
+        """A broker process ended on its own: as Kubernetes or ``cluster up`` would, start it
+        again after a while."""
+        self.note(f"broker {broker_id} exited: {reason}"[:240])
+        self.exits += 1
+        self.at(self.cluster.clock.now_ms() + _SUPERVISOR_RESTART_MS, lambda: self._restart_after(broker_id))
 
     def _poll(self) -> None:
         for topic in self.topics.values():
@@ -482,7 +494,14 @@ class _Run:
             await self._start(broker_id)
 
     async def _start(self, broker_id: int) -> None:
-        await self.cluster.start(broker_id)
+        try:
+            await self.cluster.start(broker_id)
+        except (OSError, RuntimeFailure, CoordinationError) as error:
+            # The process exits at start-up (a disk that still fails, ZooKeeper gone): like
+            # Kubernetes or ``cluster up``, the simulation starts it again a little later.
+            self.note(f"broker {broker_id} failed to start: {error!r}"[:240])
+            self.at(self.cluster.clock.now_ms() + 1_000, lambda: self._restart_after(broker_id))
+            return
         self._install_crash_hook(broker_id)
         self.note(f"broker {broker_id} started")
 
@@ -734,7 +753,12 @@ def run_seed(seed: int, options: SimOptions | None = None, plan: Sequence[Action
     chosen = list(plan) if plan is not None else generate_plan(seed, options.steps, options.plan)
     run = _Run(seed, chosen, options)
     started = time.perf_counter()
-    violation = asyncio.run(run.run())
+    try:
+        violation = asyncio.run(run.run())
+    except Exception as error:  # noqa: BLE001 - a crash of the simulated cluster is a finding
+        _log.exception("seed %d crashed", seed)
+        violation = Violation("SimulationError", run.cluster.clock.now_ms(), repr(error))
+        run.note(f"VIOLATION {violation}")
     acked = sum(len(producer.acked()) for topic in run.topics.values() for producer in topic.producers)
     return RunResult(
         seed=seed,

@@ -144,8 +144,16 @@ class SimNetwork:
                 self.activity.begin()
                 arrived.set_result(None)
 
-        self.clock.call_later(delay_ms, arrive)
-        await arrived
+        timer = self.clock.call_later(delay_ms, arrive)
+        try:
+            await arrived
+        except asyncio.CancelledError:
+            # The carrier was cancelled (its node stopped): if the message had arrived, the unit
+            # taken for it is nobody's to release but ours.
+            if arrived.done() and not arrived.cancelled():
+                self.activity.end()
+            timer.cancel()
+            raise
 
     def transfer(self, envelope: WireEnvelope) -> WireEnvelope:
         if self.codec is None:
