@@ -38,8 +38,14 @@ from typing import Any, TypeAlias, assert_never
 
 from actors.common.errors import ErrorCode
 from actors.common.names import broker_node, broker_ref
-from actors.common.protocol import ControlledShutdownRequest, ControlledShutdownResponse, LeaderAndIsrResponse
-from actors.common.types import BrokerId
+from actors.common.protocol import (
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+)
+from actors.common.types import BrokerId, TopicPartition
 from actors.controller.logic import ControllerLogic, Script, Watched, WatchKind
 from actors.controller.requests import BrokerRequest
 from actors.server import zk_data
@@ -59,6 +65,8 @@ __all__ = ["ControllerActor", "ControllerMessage", "ControllerStatistics"]
 _CHANNEL_RETRY_MS = 100
 _CONNECTION_RETRY_MS = 1_000
 _AUTO_REBALANCE_FIRST_DELAY_MS = 5_000
+# A replica whose StopReplica(delete) failed on a live broker is asked again after this.
+_DELETION_RETRY_MS = 5_000
 
 
 # ------------------------------------------------------------------------------------- events
@@ -74,6 +82,7 @@ class EventKind(enum.Enum):
     AUTO_REBALANCE = "AutoPreferredReplicaLeaderElection"
     CONTROLLED_SHUTDOWN = "ControlledShutdown"
     PARTITION_MODIFICATIONS = "PartitionModifications"
+    TOPIC_DELETION_STOP_REPLICA_RESPONSE = "TopicDeletionStopReplicaResponseReceived"
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,6 +92,8 @@ class _Event:
     requester: Requester | None = None
     shutdown: ControlledShutdownRequest | None = None
     topic: str | None = None
+    # TOPIC_DELETION_STOP_REPLICA_RESPONSE: the broker, the partitions asked, those that failed.
+    deletion: tuple[BrokerId, tuple[TopicPartition, ...], frozenset[TopicPartition]] | None = None
 
 
 _WATCH_EVENTS = {
@@ -305,6 +316,7 @@ class ControllerActor(Actor[ControllerMessage]):
         self._paused = False
         ctx.cancel_timer("auto-rebalance")
         ctx.cancel_timer("connection-retry")
+        ctx.cancel_timer("deletion-retry")
         if was_active:
             self.resignations_total += 1
 
@@ -367,6 +379,9 @@ class ControllerActor(Actor[ControllerMessage]):
             return logic.on_partition_modifications(event.topic)
         if kind is EventKind.AUTO_REBALANCE:
             return logic.on_auto_rebalance(self.config.leader_imbalance_per_broker_percentage)
+        if kind is EventKind.TOPIC_DELETION_STOP_REPLICA_RESPONSE:
+            assert event.deletion is not None
+            return logic.on_stop_replica_deletion_response(*event.deletion)
         raise AssertionError(f"no script for {kind}")
 
     def _check_still_controller(self) -> Script:
@@ -442,6 +457,9 @@ class ControllerActor(Actor[ControllerMessage]):
                 self.elections_won_total += 1
                 self._schedule_auto_rebalance(ctx)
             self._send_batch(ctx)
+            if logic.deletion_retry_wanted:
+                logic.deletion_retry_wanted = False
+                ctx.start_timer("deletion-retry", _Tick(EventKind.TOPIC_DELETION), _DELETION_RETRY_MS)
         if running.event.requester is not None:
             error, remaining = result if isinstance(result, tuple) else (ErrorCode.NOT_CONTROLLER, [])
             ctx.reply_to(
@@ -532,6 +550,15 @@ class ControllerActor(Actor[ControllerMessage]):
             )
             return
         sent = channel.queue.popleft()
+        if isinstance(sent, StopReplicaRequest) and sent.delete_partitions:
+            self._enqueue(
+                ctx,
+                _Event(
+                    EventKind.TOPIC_DELETION_STOP_REPLICA_RESPONSE,
+                    ctx.now_ns,
+                    deletion=(message.broker_id, sent.partitions, _failed_partitions(sent, message.reply)),
+                ),
+            )
         if isinstance(message.reply, LeaderAndIsrResponse) and message.reply.error_code is not ErrorCode.NONE:
             ctx.log.warning(
                 "broker %d answered %s to %s",
@@ -567,3 +594,15 @@ class ControllerActor(Actor[ControllerMessage]):
             elections_won_total=self.elections_won_total,
             resignations_total=self.resignations_total,
         )
+
+
+def _failed_partitions(request: StopReplicaRequest, reply: object) -> frozenset[TopicPartition]:
+    """The partitions a StopReplica(delete) answer says were not deleted (all of them when the
+    answer is not a successful StopReplicaResponse)."""
+    if not isinstance(reply, StopReplicaResponse) or reply.error_code is not ErrorCode.NONE:
+        return frozenset(request.partitions)
+    return frozenset(
+        TopicPartition(error.topic, error.partition)
+        for error in reply.partitions
+        if error.error_code is not ErrorCode.NONE
+    )

@@ -27,7 +27,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import logging
-from collections.abc import Callable, Generator, Iterable
+from collections.abc import Callable, Collection, Generator, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -141,6 +141,9 @@ class ControllerLogic:
         self.active = False
         self.unclean_leader_elections_total = 0
         self.leader_election_seconds = Histogram()
+        # Set when a replica's deletion failed on a live broker: the actor retries the deletion
+        # event after a back-off.
+        self.deletion_retry_wanted = False
 
     # --------------------------------------------------------------------------------- helpers
 
@@ -311,6 +314,11 @@ class ControllerLogic:
         offline: list[tuple[TopicPartition, BrokerId]] = []
         for tp in context.all_partitions():
             for replica in context.replicas(tp):
+                if tp.topic in context.topics_to_delete:
+                    # Whether an earlier controller's StopReplica(delete) succeeded is unknown:
+                    # resume_topic_deletions asks again (deleting twice is harmless).
+                    context.replica_states[(tp, replica)] = ReplicaMachineState.OFFLINE
+                    continue
                 if context.is_live(replica):
                     context.replica_states[(tp, replica)] = ReplicaMachineState.ONLINE
                     online.append((tp, replica))
@@ -366,6 +374,8 @@ class ControllerLogic:
             context.shutting_down.discard(broker_id)
         self._replicas_online([(tp, b) for b in brokers for tp in context.partitions_on_broker(b)])
         yield from self.trigger_online_partition_state_change()
+        started = set(brokers)
+        self._retry_ineligible_replicas(lambda broker_id: broker_id in started)
         yield from self.resume_topic_deletions()
 
     def on_broker_failure(self, dead: list[BrokerId]) -> Script:
@@ -381,7 +391,18 @@ class ControllerLogic:
         for tp in leaderless:
             context.set_partition_state(tp, PartitionMachineState.OFFLINE)
         yield from self.trigger_online_partition_state_change()
-        yield from self._replicas_offline([(tp, b) for b in dead for tp in context.partitions_on_broker(b)])
+        offline = []
+        for broker_id in dead:
+            for tp in context.partitions_on_broker(broker_id):
+                if tp.topic in context.topics_to_delete:
+                    # Its StopReplica(delete), if any was sent, is lost with the broker: the
+                    # deletion waits for the broker to come back (Kafka's failReplicaDeletion).
+                    if context.replica_state(tp, broker_id) is not ReplicaMachineState.DELETION_SUCCESSFUL:
+                        self._move_replica(tp, broker_id, ReplicaMachineState.OFFLINE)
+                        self._move_replica(tp, broker_id, ReplicaMachineState.DELETION_INELIGIBLE)
+                else:
+                    offline.append((tp, broker_id))
+        yield from self._replicas_offline(offline)
         if not leaderless:
             self.batch.add_update_metadata(context.live_or_shutting_down_ids(), [])
 
@@ -686,33 +707,99 @@ class ControllerLogic:
                 # Unknown topic: nothing to delete; drop the request.
                 yield ZkDeleteRecursive(zk_data.delete_topic_path(topic), self.fence)
                 continue
-            context.topics_to_delete.add(topic)
+            if topic not in context.topics_to_delete:
+                context.topics_to_delete.add(topic)
+                _log.info("topic %s marked for deletion", topic)
+        # A new request also retries replicas whose deletion failed (Kafka retries them with the
+        # next event that resumes deletions).
+        self._retry_ineligible_replicas(lambda broker_id: True)
         yield from self.resume_topic_deletions()
 
     def resume_topic_deletions(self) -> Script:
-        """Delete each topic marked for deletion whose replicas are all on live brokers (a replica on
-        a dead broker keeps the deletion pending, so its stale files cannot resurface)."""
+        """Kafka's ``TopicDeletionManager.resumeDeletions``: a topic marked for deletion stays
+        marked (its znodes stay, so it cannot be created again) until every one of its replicas
+        has answered StopReplica(delete) successfully. Live replicas not yet asked are asked now; a
+        replica on a dead broker, or whose broker failed the request, is ineligible until that
+        broker starts again. Only then is the topic removed from ZooKeeper."""
         context = self.context
         for topic in sorted(context.topics_to_delete):
-            partitions = context.partitions_of(topic)
-            replicas = {replica for tp in partitions for replica in context.replicas(tp)}
-            if not all(context.is_live(replica) for replica in replicas):
-                _log.info(
-                    "deletion of %s waits for replicas %s to come back",
-                    topic,
-                    sorted(r for r in replicas if not context.is_live(r)),
-                )
+            replicas = [(tp, b) for tp in context.partitions_of(topic) for b in context.replicas(tp)]
+            if all(
+                context.replica_state(tp, b) is ReplicaMachineState.DELETION_SUCCESSFUL for tp, b in replicas
+            ):
+                yield from self._complete_topic_deletion(topic)
                 continue
-            for tp in partitions:
-                for replica in context.replicas(tp):
-                    self.batch.add_stop_replica(replica, tp, delete=True)
-            yield ZkDeleteRecursive(zk_data.topic_path(topic), self.fence)
-            yield ZkDeleteRecursive(zk_data.topic_config_path(topic), self.fence)
-            yield ZkDeleteRecursive(zk_data.delete_topic_path(topic), self.fence)
-            context.remove_topic(topic)
-            self.batch.deleted_topics.add(topic)
-            self.batch.add_update_metadata(context.live_or_shutting_down_ids(), [])
-            _log.info("deleted topic %s", topic)
+            for tp, broker_id in replicas:
+                state = context.replica_state(tp, broker_id)
+                if state in (ReplicaMachineState.DELETION_SUCCESSFUL, ReplicaMachineState.DELETION_STARTED):
+                    continue
+                if state is ReplicaMachineState.DELETION_INELIGIBLE:
+                    continue
+                self._move_replica(tp, broker_id, ReplicaMachineState.OFFLINE)
+                if context.is_live(broker_id):
+                    self._move_replica(tp, broker_id, ReplicaMachineState.DELETION_STARTED)
+                    self.batch.add_stop_replica(broker_id, tp, delete=True)
+                else:
+                    self._move_replica(tp, broker_id, ReplicaMachineState.DELETION_INELIGIBLE)
+            waiting = sorted(
+                {
+                    b
+                    for tp, b in replicas
+                    if context.replica_state(tp, b) is ReplicaMachineState.DELETION_INELIGIBLE
+                }
+            )
+            if waiting:
+                _log.info("deletion of %s waits for replicas on brokers %s", topic, waiting)
+
+    def on_stop_replica_deletion_response(
+        self, broker_id: BrokerId, partitions: Sequence[TopicPartition], failed: Collection[TopicPartition]
+    ) -> Script:
+        """Kafka's ``TopicDeletionStopReplicaResponseReceived``: each replica of ``partitions`` on
+        ``broker_id`` was deleted, except those in ``failed`` (ineligible until the broker starts
+        again, or the deletion is retried after a back-off)."""
+        context = self.context
+        for tp in partitions:
+            if tp.topic not in context.topics_to_delete:
+                continue
+            if context.replica_state(tp, broker_id) is not ReplicaMachineState.DELETION_STARTED:
+                continue
+            if tp in failed:
+                _log.warning("replica %d of %s not deleted yet; asking again later", broker_id, tp)
+                self._move_replica(tp, broker_id, ReplicaMachineState.DELETION_INELIGIBLE)
+                # Kafka waits for the broker to restart (a storage error halts it); a replica whose
+                # actor was busy or restarting is asked again after a back-off too.
+                self.deletion_retry_wanted = True
+            else:
+                self._move_replica(tp, broker_id, ReplicaMachineState.DELETION_SUCCESSFUL)
+        yield from self.resume_topic_deletions()
+
+    def _complete_topic_deletion(self, topic: str) -> Script:
+        context = self.context
+        yield ZkDeleteRecursive(zk_data.topic_path(topic), self.fence)
+        yield ZkDeleteRecursive(zk_data.topic_config_path(topic), self.fence)
+        yield ZkDeleteRecursive(zk_data.delete_topic_path(topic), self.fence)
+        context.remove_topic(topic)
+        self.batch.deleted_topics.add(topic)
+        self.batch.add_update_metadata(context.live_or_shutting_down_ids(), [])
+        _log.info("deleted topic %s: every replica deleted its log", topic)
+
+    def _retry_ineligible_replicas(self, broker_matches: Callable[[BrokerId], bool]) -> None:
+        """Ineligible replicas on live brokers ``broker_matches`` picks become eligible again
+        (Kafka's ``markTopicEligibleForDeletion``); ``resume_topic_deletions`` asks them again."""
+        context = self.context
+        for topic in context.topics_to_delete:
+            for tp in context.partitions_of(topic):
+                for broker_id in context.replicas(tp):
+                    if (
+                        context.replica_state(tp, broker_id) is ReplicaMachineState.DELETION_INELIGIBLE
+                        and context.is_live(broker_id)
+                        and broker_matches(broker_id)
+                    ):
+                        self._move_replica(tp, broker_id, ReplicaMachineState.OFFLINE)
+
+    def _move_replica(self, tp: TopicPartition, broker_id: BrokerId, target: ReplicaMachineState) -> None:
+        if self.context.replica_state(tp, broker_id) is not target:
+            self.context.set_replica_state(tp, broker_id, target)
 
     # ---------------------------------------------------------------- ISR change notifications
 

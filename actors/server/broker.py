@@ -101,6 +101,7 @@ from actors.server.replica.messages import (
     PartitionChanged,
     PartitionReadResult,
     ReadRecords,
+    ReplicaStopped,
 )
 from actors.server.replica_manager import HostedPartitions
 from actors.server.topic_config_manager import (
@@ -186,6 +187,27 @@ class _TopicConfigsReady:
     loaded: TopicConfigsLoaded | None
 
 
+@dataclass(frozen=True, slots=True)
+class _ReplicaDeleted:
+    """A partition actor's answer to StopReplica(delete) (or the failure of that ask)."""
+
+    request_id: int
+    tp: TopicPartition
+    error_code: ErrorCode
+
+
+@dataclass(slots=True)
+class _PendingDeletion:
+    """A StopReplica(delete) answered once every partition's log is gone (Kafka answers after
+    renaming each log directory for deletion): the controller completes a topic's deletion only
+    when every replica says so."""
+
+    requester: Requester | None
+    started: int
+    partitions: tuple[TopicPartition, ...]
+    errors: dict[TopicPartition, ErrorCode]
+
+
 ControllerRequest: TypeAlias = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
 
 
@@ -220,6 +242,7 @@ BrokerMessage: TypeAlias = (
     | _TopicConfigsReady
     | TopicConfigChanged
     | _AutoCreated
+    | _ReplicaDeleted
 )
 
 
@@ -265,6 +288,8 @@ class BrokerActor(Actor[BrokerMessage]):
         # Parked fetches by partition they watch.
         self.watchers: dict[TopicPartition, set[int]] = {}
         self.controller_epoch = 0
+        self._deletion_ids = itertools.count(1)
+        self._pending_deletions: dict[int, _PendingDeletion] = {}
         self.broker_epoch = -1
         self.registered = False
         self.has_current_metadata = False
@@ -382,6 +407,8 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._auto_creating.difference_update(message.topics)
             case _TopicConfigsReady():
                 self._on_topic_configs_ready(ctx, message)
+            case _ReplicaDeleted():
+                self._on_replica_deleted(ctx, message)
             case TopicConfigChanged():
                 self.topic_settings[message.topic] = (message.policy, message.log_config)
                 self.hosted.update_topic_config(ctx, message.topic, message.policy, message.log_config)
@@ -807,11 +834,11 @@ class BrokerActor(Actor[BrokerMessage]):
             self._count_request(ctx, "StopReplica", started)
             return
         self.controller_epoch = request.controller_epoch
+        if request.delete_partitions:
+            self._delete_replicas(ctx, request, requester, started)
+            return
         for tp in request.partitions:
-            self.hosted.stop(ctx, tp, delete=request.delete_partitions)
-            if request.delete_partitions:
-                # A topic deleted (and maybe created again) must not keep its old overrides.
-                self.topic_settings.pop(tp.topic, None)
+            self.hosted.stop(ctx, tp, delete=False)
         self.hosted.stop_idle_fetchers(ctx)
         _answer(
             ctx,
@@ -825,6 +852,60 @@ class BrokerActor(Actor[BrokerMessage]):
             ),
         )
         self._count_request(ctx, "StopReplica", started)
+
+    def _delete_replicas(
+        self,
+        ctx: Context[BrokerMessage],
+        request: StopReplicaRequest,
+        requester: Requester | None,
+        started: int,
+    ) -> None:
+        request_id = next(self._deletion_ids)
+        pending = _PendingDeletion(requester, started, request.partitions, {})
+        self._pending_deletions[request_id] = pending
+        for tp in request.partitions:
+            # A topic deleted (and maybe created again) must not keep its old overrides.
+            self.topic_settings.pop(tp.topic, None)
+
+            def adapt(reply: object, tp: TopicPartition = tp) -> _ReplicaDeleted:
+                error = (
+                    reply.error_code if isinstance(reply, ReplicaStopped) else ErrorCode.KAFKA_STORAGE_ERROR
+                )
+                return _ReplicaDeleted(request_id, tp, error)
+
+            error = self.hosted.delete(ctx, tp, timeout_ms=self.config.request_timeout_ms, adapt=adapt)
+            if error is not None:
+                pending.errors[tp] = error
+        self.hosted.stop_idle_fetchers(ctx)
+        self._maybe_answer_deletion(ctx, request_id)
+
+    def _on_replica_deleted(self, ctx: Context[BrokerMessage], message: _ReplicaDeleted) -> None:
+        pending = self._pending_deletions.get(message.request_id)
+        if pending is None:
+            return
+        pending.errors[message.tp] = message.error_code
+        self._maybe_answer_deletion(ctx, message.request_id)
+
+    def _maybe_answer_deletion(self, ctx: Context[BrokerMessage], request_id: int) -> None:
+        pending = self._pending_deletions[request_id]
+        if len(pending.errors) < len(set(pending.partitions)):
+            return
+        del self._pending_deletions[request_id]
+        failed = [tp for tp, error in pending.errors.items() if error is not ErrorCode.NONE]
+        if failed:
+            ctx.log.warning("StopReplica(delete) failed for %s", ", ".join(str(tp) for tp in sorted(failed)))
+        _answer(
+            ctx,
+            pending.requester,
+            StopReplicaResponse(
+                error_code=ErrorCode.NONE,
+                partitions=tuple(
+                    PartitionError(topic=tp.topic, partition=tp.partition, error_code=pending.errors[tp])
+                    for tp in pending.partitions
+                ),
+            ),
+        )
+        self._count_request(ctx, "StopReplica", pending.started)
 
     # --------------------------------------------------------------------------- registration
 

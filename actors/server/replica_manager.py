@@ -194,3 +194,22 @@ class HostedPartitions:
             return
         self._remove_from_fetcher(ctx, tp, hosted)
         ctx.tell(hosted.ref, StopReplica(delete))
+
+    def delete(
+        self, ctx: Context[Any], tp: TopicPartition, *, timeout_ms: int, adapt: Callable[[object], Any]
+    ) -> ErrorCode | None:
+        """StopReplica(delete): a hosted partition's actor deletes its log and answers (through
+        ``adapt``; None is returned then); a log without an actor is deleted here (its outcome is
+        returned). Either way the log directory is renamed for deletion before the answer, so a
+        deletion the controller counts as done is durable."""
+        hosted = self.partitions.pop(tp, None)
+        if hosted is None:
+            try:
+                self.log_manager.delete_log(tp)
+            except OSError as error:
+                ctx.log.error("cannot delete the log of %s: %s", tp, error)
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            return ErrorCode.NONE
+        self._remove_from_fetcher(ctx, tp, hosted)
+        ctx.ask(hosted.ref, StopReplica(True), timeout_ms=timeout_ms, on_reply=adapt, on_failure=adapt)
+        return None

@@ -70,7 +70,14 @@ class TopicModel:
     tainted: bool = False
     # A create or delete request is in flight.
     busy: bool = False
+    # The czxid of /brokers/topics/<name> for this generation: a create answered "already
+    # exists" is this generation again when the znode is the same one (its deletion never took).
+    znode_czxid: int = -1
+    incarnation: int = 0
+    # Every producer of this generation (their acknowledged records are checked) and the ones the
+    # plan's produce actions use.
     producers: list[ProducerClient] = field(default_factory=list)
+    active_producers: list[ProducerClient] = field(default_factory=list)
     consumer: ConsumerClient | None = None
 
     def tps(self) -> list[TopicPartition]:

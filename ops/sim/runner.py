@@ -393,25 +393,42 @@ class _Run:
             self.note(f"create topic{action.slot}: answered, but gone from ZooKeeper")
             return
         assignment = zk_data.decode_topic_assignment(topic.name, found[0])
-        topic.generation += 1
+        czxid = found[1].czxid
+        if czxid == topic.znode_czxid:
+            # Our deletion never took (its request was lost): this is the same generation again.
+            self.note(f"topic{action.slot} generation {topic.generation} was never deleted")
+        else:
+            topic.generation += 1
+            topic.tainted = False
+            topic.znode_czxid = czxid
         topic.alive = True
-        topic.tainted = False
+        topic.incarnation += 1
         topic.partitions = len(assignment.partitions)
         topic.replication_factor = len(assignment.partitions[0])
-        topic.producers = []
+        same_generation = czxid == topic.znode_czxid and topic.incarnation > 1
+        if not same_generation:
+            topic.producers = []
         for index in range(self.options.plan.producers_per_topic):
             producer = ProducerClient(
-                self.cluster, f"t{action.slot}g{topic.generation}p{index}", topic.name, topic.generation
+                self.cluster,
+                f"t{action.slot}g{topic.generation}i{topic.incarnation}p{index}",
+                topic.name,
+                topic.generation,
             )
             await producer.start()
             topic.producers.append(producer)
+        # The plan's producer numbers name the newest incarnation's producers.
+        topic.active_producers = topic.producers[-self.options.plan.producers_per_topic :]
+        previous_consumer = topic.consumer
         topic.consumer = ConsumerClient(
             self.cluster,
-            f"t{action.slot}g{topic.generation}c",
+            f"t{action.slot}g{topic.generation}i{topic.incarnation}c",
             topic.name,
             topic.generation,
             topic.partitions,
         )
+        if same_generation and previous_consumer is not None:
+            topic.consumer.seen.update(previous_consumer.seen)
         await topic.consumer.start()
         self.note(f"topic{action.slot} generation {topic.generation}: {dict(assignment.partitions)}")
 
@@ -466,9 +483,9 @@ class _Run:
 
     def _produce(self, action: Produce) -> bool:
         topic = self.topics[action.slot]
-        if not topic.alive or not self._producing or action.producer >= len(topic.producers):
+        if not topic.alive or not self._producing or action.producer >= len(topic.active_producers):
             return False
-        topic.producers[action.producer].send(
+        topic.active_producers[action.producer].send(
             action.count, self.cluster.clock.now_ms(), self.cluster.clock.wall_clock_ms()
         )
         return True

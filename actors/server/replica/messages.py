@@ -34,6 +34,7 @@ __all__ = [
     "PartitionCommand",
     "PartitionReadResult",
     "ReadRecords",
+    "ReplicaStopped",
     "StopReplica",
     "TruncateFullyAndStartAt",
     "TruncateOnLeaderEpoch",
@@ -73,6 +74,14 @@ class StopReplica:
     """Stop serving (StopReplica from the controller). With ``delete``, the log is deleted too."""
 
     delete: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaStopped:
+    """The answer to a StopReplica asked (the broker asks when it deletes): the log is gone, or
+    deleting it failed (KAFKA_STORAGE_ERROR)."""
+
+    error_code: ErrorCode
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,7 @@ from actors.server.replica.messages import (
     PartitionCommand,
     PartitionReadResult,
     ReadRecords,
+    ReplicaStopped,
     StopReplica,
     TruncateFullyAndStartAt,
     TruncateOnLeaderEpoch,
@@ -281,10 +282,17 @@ class PartitionActor(Actor[PartitionMessage]):
         previous = self._describe_role()
         self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.state.make_offline()
-        if message.delete and self.log is not None:
-            self.log_manager.delete_log(self.tp)
+        error = ErrorCode.NONE
+        if message.delete:
+            try:
+                self.log_manager.delete_log(self.tp)
+            except OSError as failure:
+                ctx.log.error("cannot delete the log of %s: %s", self.tp, failure)
+                error = ErrorCode.KAFKA_STORAGE_ERROR
             self.log = None
         state_change(ctx.log, str(self.tp), previous, "offline", "StopReplica", delete=message.delete)
+        if ctx.requester is not None:
+            ctx.reply(ReplicaStopped(error_code=error))
         self._changed(ctx)
         ctx.stop_self()
 
