@@ -52,11 +52,12 @@ from actors.controller.state import (
 from actors.server import zk_data
 from actors.server.zk_data import TopicAssignment
 from runtime.coordination.base import CheckOp, CreateOp, SetDataOp, SetDataOpResult, Stat
-from runtime.coordination.errors import CoordinationError, NodeExistsError, NoNodeError
+from runtime.coordination.errors import BadVersionError, CoordinationError, NodeExistsError, NoNodeError
 from runtime.coordination.requests import (
     FencedError,
     WriteOutcome,
     ZkCreate,
+    ZkDelete,
     ZkDeleteRecursive,
     ZkExists,
     ZkFencedCreateMany,
@@ -191,7 +192,21 @@ class ControllerLogic:
         win."""
         stat = yield Watched(ZkExists(zk_data.CONTROLLER_PATH, watch=True), WatchKind.CONTROLLER)
         if stat is not None:
-            return
+            try:
+                held, stat = yield ZkGet(zk_data.CONTROLLER_PATH)
+            except NoNodeError:
+                held = None
+            if held is not None:
+                if zk_data.decode_controller(held).broker_id != self.broker_id:
+                    return  # another broker is the controller
+                # Ours, yet this broker is not the controller: an activation that ended on an error
+                # (Kafka's triggerControllerMove deletes it then). Left in place, no broker would
+                # ever be controller again while this session lives.
+                _log.warning("removing /controller left by this broker's previous activation")
+                try:
+                    yield ZkDelete(zk_data.CONTROLLER_PATH, version=stat.version)
+                except (NoNodeError, BadVersionError):
+                    return  # changed meanwhile: its watch brings a new election
         try:
             data, epoch_stat = yield ZkGet(zk_data.CONTROLLER_EPOCH_PATH)
             epoch, epoch_version = zk_data.decode_controller_epoch(data), epoch_stat.version
@@ -397,9 +412,7 @@ class ControllerLogic:
                 if tp.topic in context.topics_to_delete:
                     # Its StopReplica(delete), if any was sent, is lost with the broker: the
                     # deletion waits for the broker to come back (Kafka's failReplicaDeletion).
-                    if context.replica_state(tp, broker_id) is not ReplicaMachineState.DELETION_SUCCESSFUL:
-                        self._move_replica(tp, broker_id, ReplicaMachineState.OFFLINE)
-                        self._move_replica(tp, broker_id, ReplicaMachineState.DELETION_INELIGIBLE)
+                    self._fail_replica_deletion(tp, broker_id)
                 else:
                     offline.append((tp, broker_id))
         yield from self._replicas_offline(offline)
@@ -796,6 +809,15 @@ class ControllerLogic:
                         and broker_matches(broker_id)
                     ):
                         self._move_replica(tp, broker_id, ReplicaMachineState.OFFLINE)
+
+    def _fail_replica_deletion(self, tp: TopicPartition, broker_id: BrokerId) -> None:
+        """A replica of a topic being deleted whose broker died: ineligible until it starts again."""
+        state = self.context.replica_state(tp, broker_id)
+        if state in (ReplicaMachineState.DELETION_SUCCESSFUL, ReplicaMachineState.DELETION_INELIGIBLE):
+            return
+        if state is not ReplicaMachineState.DELETION_STARTED:
+            self._move_replica(tp, broker_id, ReplicaMachineState.OFFLINE)
+        self._move_replica(tp, broker_id, ReplicaMachineState.DELETION_INELIGIBLE)
 
     def _move_replica(self, tp: TopicPartition, broker_id: BrokerId, target: ReplicaMachineState) -> None:
         if self.context.replica_state(tp, broker_id) is not target:

@@ -394,7 +394,8 @@ class _Run:
             return
         assignment = zk_data.decode_topic_assignment(topic.name, found[0])
         czxid = found[1].czxid
-        if czxid == topic.znode_czxid:
+        same_generation = czxid == topic.znode_czxid
+        if same_generation:
             # Our deletion never took (its request was lost): this is the same generation again.
             self.note(f"topic{action.slot} generation {topic.generation} was never deleted")
         else:
@@ -405,7 +406,6 @@ class _Run:
         topic.incarnation += 1
         topic.partitions = len(assignment.partitions)
         topic.replication_factor = len(assignment.partitions[0])
-        same_generation = czxid == topic.znode_czxid and topic.incarnation > 1
         if not same_generation:
             topic.producers = []
         for index in range(self.options.plan.producers_per_topic):
@@ -668,7 +668,8 @@ class _Run:
 
     def _install_crash_hook(self, broker_id: int) -> None:
         system = self.cluster.brokers[broker_id].system
-        assert system is not None
+        if system is None:
+            return  # it exited as soon as it started (the exit is in the event log)
         pending = self._pending_crashes
 
         def before_handler(ref: ActorRef, message: object) -> None:

@@ -1,5 +1,5 @@
 """The ConsumerActor against real in-process brokers on virtual time: resets, polls, seeks, leader
-changes and the high watermark (tests/support/cluster.py plays the controller)."""
+changes and the high watermark (tests/support/cluster.py: the brokers run the real controller)."""
 
 from __future__ import annotations
 
@@ -34,21 +34,20 @@ TP1 = TopicPartition("orders", 1)
 @pytest_asyncio.fixture
 async def cluster() -> AsyncIterator[InProcessCluster]:
     async with InProcessCluster() as cluster:
-        for broker_id in (1, 2, 3):
-            await cluster.start_broker(broker_id)
-        await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
-        await cluster.make_leader(TP1, leader=2, isr=[2, 3, 1], replicas=[2, 3, 1])
+        await cluster.start_brokers(1, 2, 3)
+        # The controller elects the first replica of each: broker 1 leads TP, broker 2 TP1.
+        await cluster.create_topic(TP.topic, {TP.partition: (1, 2, 3), TP1.partition: (2, 3, 1)})
         yield cluster
 
 
 def consumer(cluster: InProcessCluster, name: str = "consumer", **config: object) -> ActorRef:
     settings = ConsumerConfig.from_properties({"fetch.max.wait.ms": "100", **config})
     bootstrap = [broker_ref(3)]
-    return cluster.client.spawn(name, lambda: ConsumerActor(config=settings, bootstrap=bootstrap))
+    return cluster.client_node.spawn(name, lambda: ConsumerActor(config=settings, bootstrap=bootstrap))
 
 
 async def poll(cluster: InProcessCluster, ref: ActorRef, timeout_ms: int = 1_000) -> PollResult:
-    result = await cluster.complete(cluster.client.ask(ref, Poll(timeout_ms), timeout_ms=timeout_ms + 60_000))
+    result = await cluster.complete(cluster.client_node.ask(ref, Poll(timeout_ms), timeout_ms=timeout_ms + 60_000))
     assert isinstance(result, PollResult)
     return result
 
@@ -68,7 +67,7 @@ async def poll_values(
 
 
 async def position(cluster: InProcessCluster, ref: ActorRef, tp: TopicPartition) -> PositionResult:
-    result = await cluster.complete(cluster.client.ask(ref, Position(tp, 10_000), timeout_ms=60_000))
+    result = await cluster.complete(cluster.client_node.ask(ref, Position(tp, 10_000), timeout_ms=60_000))
     assert isinstance(result, PositionResult)
     return result
 
@@ -83,7 +82,7 @@ async def test_earliest_reads_everything_in_order_per_partition(cluster: InProce
     await produce(cluster, 2, TP1, b"x")
     await produce(cluster, 1, TP, b"c")
     ref = consumer(cluster, **{"auto.offset.reset": "earliest"})
-    cluster.client.tell(ref, Assign((TP, TP1)))
+    cluster.client_node.tell(ref, Assign((TP, TP1)))
     got = await poll_values(cluster, ref, 4)
     assert [(o, v) for p, o, v in got if p == 0] == [(0, b"a"), (1, b"b"), (2, b"c")]
     assert [(o, v) for p, o, v in got if p == 1] == [(0, b"x")]
@@ -96,7 +95,7 @@ async def test_earliest_reads_everything_in_order_per_partition(cluster: InProce
 async def test_latest_starts_at_the_high_watermark_and_sees_new_records(cluster: InProcessCluster) -> None:
     await produce(cluster, 1, TP, b"old")
     ref = consumer(cluster)  # auto.offset.reset=latest, Kafka's default
-    cluster.client.tell(ref, Assign((TP,)))
+    cluster.client_node.tell(ref, Assign((TP,)))
     assert (await position(cluster, ref, TP)).offset == 1
     await produce(cluster, 1, TP, b"new")
     assert await poll_values(cluster, ref, 1) == [(0, 1, b"new")]
@@ -104,9 +103,9 @@ async def test_latest_starts_at_the_high_watermark_and_sees_new_records(cluster:
 
 async def test_only_records_below_the_high_watermark_are_returned(cluster: InProcessCluster) -> None:
     ref = consumer(cluster, **{"auto.offset.reset": "earliest"})
-    cluster.client.tell(ref, Assign((TP,)))
+    cluster.client_node.tell(ref, Assign((TP,)))
     assert (await position(cluster, ref, TP)).offset == 0
-    await cluster.stop_broker(3)  # in the ISR but gone: the HW cannot pass 0
+    cluster.cut(1, 3)  # broker 3 stays in the ISR but cannot fetch: the HW cannot pass 0
     response = await cluster.complete(cluster.produce(1, TP, batch(b"uncommitted"), acks=1))
     assert response.partitions[0].error_code is ErrorCode.NONE
     assert (await poll(cluster, ref, timeout_ms=2_000)).records == ()
@@ -118,9 +117,11 @@ async def test_only_records_below_the_high_watermark_are_returned(cluster: InPro
 async def test_the_consumer_follows_a_leader_change(cluster: InProcessCluster) -> None:
     await produce(cluster, 1, TP, b"before")
     ref = consumer(cluster, **{"auto.offset.reset": "earliest"})
-    cluster.client.tell(ref, Assign((TP,)))
+    cluster.client_node.tell(ref, Assign((TP,)))
     assert await poll_values(cluster, ref, 1) == [(0, 0, b"before")]
-    await cluster.make_leader(TP, leader=2, isr=[2, 3, 1], replicas=[1, 2, 3])
+    # Broker 1 stops cleanly: its controlled shutdown moves the leadership to broker 2.
+    await cluster.stop_broker(1)
+    await cluster.wait_for_leader(TP, 2)
     await produce(cluster, 2, TP, b"after")
     assert await poll_values(cluster, ref, 1) == [(0, 1, b"after")]
 
@@ -128,19 +129,19 @@ async def test_the_consumer_follows_a_leader_change(cluster: InProcessCluster) -
 async def test_out_of_range_positions_reset_or_fail_as_configured(cluster: InProcessCluster) -> None:
     await produce(cluster, 1, TP, b"a", b"b")
     earliest = consumer(cluster, "earliest", **{"auto.offset.reset": "earliest"})
-    cluster.client.tell(earliest, Assign((TP,)))
-    cluster.client.tell(earliest, Seek(TP, 1_000))
+    cluster.client_node.tell(earliest, Assign((TP,)))
+    cluster.client_node.tell(earliest, Seek(TP, 1_000))
     assert await poll_values(cluster, earliest, 2) == [(0, 0, b"a"), (0, 1, b"b")]
 
     strict = consumer(cluster, "strict", **{"auto.offset.reset": "none"})
-    cluster.client.tell(strict, Assign((TP,)))
-    cluster.client.tell(strict, Seek(TP, 1_000))
+    cluster.client_node.tell(strict, Assign((TP,)))
+    cluster.client_node.tell(strict, Seek(TP, 1_000))
     result = await poll(cluster, strict)
     assert result.error is not None
     assert result.error.error_code is ErrorCode.OFFSET_OUT_OF_RANGE
     # Without a reset policy an assigned partition has no position until the application seeks.
     unsought = consumer(cluster, "unsought", **{"auto.offset.reset": "none"})
-    cluster.client.tell(unsought, Assign((TP,)))
+    cluster.client_node.tell(unsought, Assign((TP,)))
     missing = await position(cluster, unsought, TP)
     assert missing.error is not None
 
@@ -148,17 +149,17 @@ async def test_out_of_range_positions_reset_or_fail_as_configured(cluster: InPro
 async def test_seek_to_end_and_back(cluster: InProcessCluster) -> None:
     await produce(cluster, 1, TP, b"a", b"b", b"c")
     ref = consumer(cluster, **{"auto.offset.reset": "earliest"})
-    cluster.client.tell(ref, Assign((TP,)))
-    cluster.client.tell(ref, SeekToEnd())
+    cluster.client_node.tell(ref, Assign((TP,)))
+    cluster.client_node.tell(ref, SeekToEnd())
     assert (await position(cluster, ref, TP)).offset == 3
-    cluster.client.tell(ref, Seek(TP, 1))
+    cluster.client_node.tell(ref, Seek(TP, 1))
     assert await poll_values(cluster, ref, 2) == [(0, 1, b"b"), (0, 2, b"c")]
 
 
 async def test_commands_for_unassigned_partitions_change_nothing(cluster: InProcessCluster) -> None:
     ref = consumer(cluster)
-    cluster.client.tell(ref, Assign((TP,)))
-    cluster.client.tell(ref, Seek(TopicPartition("other", 0), 5))
+    cluster.client_node.tell(ref, Assign((TP,)))
+    cluster.client_node.tell(ref, Seek(TopicPartition("other", 0), 5))
     result = await position(cluster, ref, TopicPartition("other", 0))
     assert result.error is not None
     assert "not assigned" in str(result.error)

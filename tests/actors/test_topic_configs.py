@@ -1,5 +1,6 @@
 """Topic-level overrides reach the partitions: a broker reads ``/config/topics/<t>`` before it
-applies a LeaderAndIsr for the topic, and applies ``/config/changes`` notifications afterwards."""
+applies a LeaderAndIsr for the topic, and applies ``/config/changes`` notifications afterwards.
+Topics are created as ``AdminZkClient`` does and led by the real controller's choice."""
 
 from __future__ import annotations
 
@@ -16,13 +17,13 @@ from tests.support.cluster import InProcessCluster, batch
 pytestmark = pytest.mark.asyncio
 
 TP = TopicPartition("strict", 0)
+REPLICAS = {0: (1, 2, 3)}
 
 
 @pytest_asyncio.fixture
 async def cluster() -> AsyncIterator[InProcessCluster]:
     async with InProcessCluster() as cluster:
-        for broker_id in (1, 2, 3):
-            await cluster.start_broker(broker_id)
+        await cluster.start_brokers(1, 2, 3)
         # Broker 3 is a replica that is down: the ISR stays [1, 2] (it cannot rejoin).
         await cluster.stop_broker(3)
         yield cluster
@@ -31,16 +32,16 @@ async def cluster() -> AsyncIterator[InProcessCluster]:
 async def set_topic_config(
     cluster: InProcessCluster, topic: str, config: dict[str, str], *, notify: bool
 ) -> None:
-    admin = cluster.admin
+    """Write ``/config/topics/<topic>``, and with ``notify`` the ``/config/changes`` notification
+    (Kafka's ``AdminZkClient.changeTopicConfig``)."""
+    operator = cluster.operator
     path = zk_data.topic_config_path(topic)
-    await admin.ensure_path(zk_data.CONFIG_TOPICS_PATH)
-    if await admin.exists(path) is None:
-        await admin.create(path, zk_data.encode_topic_config(config))
+    if await operator.exists(path) is None:
+        await operator.create(path, zk_data.encode_topic_config(config))
     else:
-        await admin.set(path, zk_data.encode_topic_config(config), version=-1)
+        await operator.set(path, zk_data.encode_topic_config(config), version=-1)
     if notify:
-        await admin.ensure_path(zk_data.CONFIG_CHANGES_PATH)
-        await admin.create(
+        await operator.create(
             f"{zk_data.CONFIG_CHANGES_PATH}/{zk_data.CONFIG_CHANGE_PREFIX}",
             zk_data.encode_config_change_notification(topic),
             sequential=True,
@@ -58,14 +59,14 @@ async def test_the_topics_min_insync_replicas_applies_from_the_first_leader_and_
 ) -> None:
     # The broker default is 2; the topic says 3. With an ISR of 2 an acks=all write must be
     # refused (with the broker default it would be acknowledged).
-    await set_topic_config(cluster, TP.topic, {"min.insync.replicas": "3"}, notify=False)
-    await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2, 3])
+    await cluster.create_topic(TP.topic, REPLICAS, configs={"min.insync.replicas": "3"})
+    assert cluster.zk_partition_state(TP)[0].isr == (1, 2)
     assert await produce_error(cluster) is ErrorCode.NOT_ENOUGH_REPLICAS
     assert cluster.log(1, TP).log_end_offset == 0
 
 
 async def test_a_config_change_notification_updates_running_partitions(cluster: InProcessCluster) -> None:
-    await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2, 3])
+    await cluster.create_topic(TP.topic, REPLICAS)
     assert await produce_error(cluster) is ErrorCode.NONE  # the broker default, 2, is met
     await set_topic_config(
         cluster, TP.topic, {"min.insync.replicas": "3", "retention.ms": "60000"}, notify=True
@@ -86,7 +87,7 @@ async def test_a_change_written_without_notification_is_not_applied_until_announ
     cluster: InProcessCluster,
 ) -> None:
     """Kafka's contract: /config/topics is read at creation; later edits need the notification."""
-    await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2, 3])
+    await cluster.create_topic(TP.topic, REPLICAS)
     await set_topic_config(cluster, TP.topic, {"min.insync.replicas": "3"}, notify=False)
     assert await produce_error(cluster) is ErrorCode.NONE
     await set_topic_config(cluster, "other-topic", {"retention.ms": "1000"}, notify=True)

@@ -1,66 +1,92 @@
-"""An in-process cluster on virtual time: N broker nodes built by ``ops.wiring`` on memory adapters.
+"""An in-process cluster on virtual time for tests: ``ops.sim.cluster.SimCluster`` (every broker
+built by ``ops.wiring`` with the real controller, on memory adapters, the in-memory ZooKeeper and
+the simulated network), with what tests need on top of it.
 
-Brokers share one ManualClock, one Activity (so ``advance`` waits for the whole cluster to settle),
-one MemoryNetwork (every message round-trips through the real codec), and one in-memory ZooKeeper;
-each has its own MemoryFileSystem and ZooKeeper session. A client node (``client``) sends requests
-to brokers, and until the controller exists ``make_leader`` plays its part: it writes the partition
-state znode and sends LeaderAndIsr and UpdateMetadata, exactly what a controller would send.
+Nothing here decides leadership: topics are created the way Kafka's ``AdminZkClient`` creates
+them (the config znode, then ``/brokers/topics/<t>``), and the active controller elects, moves
+and fences leaders on its own. Tests steer it the way an operator or a fault would: broker kills
+(``kill``, with ``power_loss=True`` losing what was never fsynced), clean stops with controlled
+shutdown (``stop_broker``), restarts, ZooKeeper session expiry, network cuts (``cut``, ``heal``)
+and a preferred replica election (``preferred_replica_election``).
 
-Faults: ``stop_broker`` is a clean shutdown (the clean-shutdown marker is written);
-``crash_broker`` is a power loss (``MemoryFileSystem.crash()``: whatever was not fsynced is gone,
-no marker, so the next start recovers); ``network.partition``/``isolate`` cut links; and
-``network.drop_replies_when`` loses the replies a predicate picks (a response lost on the way back,
-after the broker acted on the request).
+What a test may still do by hand is what a client, a follower or an impostor would do:
+
+* produce, fetch, list epochs (``produce``, ``fetch``, ``offsets_for_leader_epoch``) as a client
+  sends them, and ``follower_fetch`` as a follower would (a test playing a broker that is down);
+* ``send_leader_and_isr``/``send_update_metadata``: raw controller requests, ONLY for tests that
+  play a stale or forged controller to check that a broker fences it;
+* white-box peeks: actors, logs, ZooKeeper (``zk_partition_state``, ``zookeeper.peek``).
+
+Network faults beyond SimCluster's link filters: ``network.drop_replies_when`` loses the replies a
+predicate picks (after the target acted on the request; the asker sees the peer as unavailable),
+``network.rewrite_replies`` replaces a reply on its way back (a misbehaving peer), and
+``network.replies_seen`` keeps every reply of the kinds ``network.record_replies`` names.
+
+Time is virtual only: ``advance``, ``complete`` and ``wait_for`` move the shared ManualClock.
+Links have no latency by default (``LinkBehaviour(0, 0)``), so a step's timing is exact.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import random
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from actors.common.names import BROKER_ACTOR_NAME, broker_ref, partition_name
+from actors.common.names import admin_ref, broker_node, broker_ref, controller_ref
 from actors.common.protocol import (
     BrokerEndpoint,
+    ControlledShutdownRequest,
+    ControlledShutdownResponse,
     FetchPartition,
     FetchRequest,
     FetchResponse,
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
+    MetadataRequest,
+    MetadataResponse,
     OffsetForLeaderEpochPartition,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
     ProducePartitionData,
     ProduceRequest,
     ProduceResponse,
-    StopReplicaRequest,
-    UpdateMetadataPartitionState,
     UpdateMetadataRequest,
+    UpdateMetadataResponse,
 )
 from actors.common.types import TopicPartition
 from actors.server import zk_data
 from actors.server.broker import BrokerActor
 from actors.server.config import BrokerConfig
+from actors.server.replica.partition import PartitionActor
+from actors.server.replica.partition_state import Role
 from ops.codec import wire_codec
-from ops.wiring import BrokerNode, NodeAdapters, broker_node_context
-from runtime.activity import Activity
-from runtime.clock import ManualClock
-from runtime.coordination import MemoryCoordinator, MemoryZooKeeper, NodeExistsError
+from ops.sim.cluster import SimCluster
+from runtime.codec import WireEnvelope
+from runtime.coordination import MemoryCoordinator, NodeExistsError
 from runtime.errors import PeerUnavailableError
 from runtime.ref import ActorRef
-from runtime.storage.fs import MemoryFileSystem
+from runtime.rng import node_rng
+from runtime.storage.log import Log
 from runtime.storage.record_builder import SimpleRecord, build_batch
 from runtime.storage.records import iterate_batches
 from runtime.system import ActorSystem
-from runtime.transport.addresses import AddressBook
-from runtime.transport.memory import MemoryNetwork, MemoryTransport
+from runtime.transport.sim import LinkBehaviour, LinkFilter, SimNetwork
 
-CONTROLLER_ID = 1000
-T = TypeVar("T")
+__all__ = ["FaultyNetwork", "InProcessCluster", "batch", "values_of"]
+
+CLIENT = "client"
+# What tests assume of every broker unless they say otherwise (BrokerConfig field names).
+DEFAULT_BROKER_CONFIG: dict[str, Any] = {
+    "replica_lag_time_max_ms": 10_000,
+    "replica_fetch_wait_max_ms": 500,
+    "replica_fetch_backoff_ms": 1_000,
+    "min_insync_replicas": 2,
+    "controlled_shutdown_retry_backoff_ms": 1_000,
+    # Kafka's default is on; off here so that a leader stays where the test's faults put it (a
+    # test of the rebalance turns it on).
+    "auto_leader_rebalance_enable": False,
+}
 
 
 def batch(*values: bytes, key: bytes | None = None) -> bytes:
@@ -74,16 +100,19 @@ def values_of(records: bytes) -> list[tuple[int, bytes | None]]:
     ]
 
 
-class FaultyNetwork(MemoryNetwork):
-    """The memory network, plus lost replies: a reply ``drop_replies_when`` picks never arrives
-    (the asker sees the peer as unavailable), though the request was handled; and a misbehaving
-    peer: ``rewrite_replies`` may replace a reply on its way back."""
+class FaultyNetwork(SimNetwork):
+    """The simulated network, plus faults that look at a reply's content: a reply
+    ``drop_replies_when`` picks never arrives (the asker sees the peer as unavailable), though the
+    request was handled; ``rewrite_replies`` may replace a reply on its way back; and every reply
+    whose type is in ``record_replies`` is kept in ``replies_seen``."""
 
-    def __init__(self, *, codec: Any, activity: Activity) -> None:
-        super().__init__(codec=codec, activity=activity)
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self.drop_replies_when: Callable[[object], bool] | None = None
         self.dropped_replies: list[object] = []
         self.rewrite_replies: Callable[[object], object] | None = None
+        self.record_replies: tuple[type, ...] = ()
+        self.replies_seen: list[object] = []
 
     def transfer_reply(self, reply: object) -> object:
         if self.drop_replies_when is not None and self.drop_replies_when(reply):
@@ -91,296 +120,310 @@ class FaultyNetwork(MemoryNetwork):
             raise PeerUnavailableError("?", "reply lost in the network")
         if self.rewrite_replies is not None:
             reply = self.rewrite_replies(reply)
+        if self.record_replies and isinstance(reply, self.record_replies):
+            self.replies_seen.append(reply)
         return super().transfer_reply(reply)
 
 
-@dataclass
-class BrokerHandle:
-    broker_id: int
-    fs: MemoryFileSystem
-    coordinator: MemoryCoordinator
-    node: BrokerNode | None = None
-    stack: contextlib.AsyncExitStack | None = None
+def _between(a: str, b: str) -> LinkFilter:
+    """Nothing crosses between nodes ``a`` and ``b`` (either way)."""
 
-    @property
-    def ref(self) -> ActorRef:
-        return broker_ref(self.broker_id)
+    def crosses(source: str, target: str, direction: str, envelope: WireEnvelope) -> bool:
+        return {source, target} != {a, b}
+
+    return crosses
 
 
 @dataclass
-class InProcessCluster:
-    config_overrides: dict[str, Any] = field(default_factory=dict)
-    clock: ManualClock = field(default_factory=ManualClock)
-    activity: Activity = field(default_factory=Activity)
-    zookeeper: MemoryZooKeeper = field(default_factory=MemoryZooKeeper)
-    brokers: dict[int, BrokerHandle] = field(default_factory=dict)
-    controller_epoch: int = 1
+class InProcessCluster(SimCluster):
+    """See the module docstring. Use as ``async with InProcessCluster(...) as cluster:``."""
+
+    link: LinkBehaviour = field(default_factory=lambda: LinkBehaviour(min_delay_ms=0, max_delay_ms=0))
 
     def __post_init__(self) -> None:
-        self.network = FaultyNetwork(codec=wire_codec(), activity=self.activity)
-        self.client = ActorSystem(
-            "client", clock=self.clock, transport=MemoryTransport(self.network), activity=self.activity
+        super().__post_init__()
+        self.network: FaultyNetwork = FaultyNetwork(
+            clock=self.clock, rng=node_rng(self.seed, "network"), codec=wire_codec(), activity=self.activity
         )
-        self._stack = contextlib.AsyncExitStack()
-        # The stand-in controller's own ZooKeeper session (brokers come and go).
-        self.admin = MemoryCoordinator(self.zookeeper, session_timeout_ms=6_000)
-        # (tp) -> (leader epoch, zk version, replicas) as the stand-in controller last decided.
-        self.partition_states: dict[TopicPartition, LeaderAndIsrPartitionState] = {}
-
-    def config(self, broker_id: int) -> BrokerConfig:
-        settings: dict[str, Any] = {
-            "broker_id": broker_id,
-            "replica_lag_time_max_ms": 10_000,
-            "replica_fetch_wait_max_ms": 500,
-            "replica_fetch_backoff_ms": 1_000,
-            "min_insync_replicas": 2,
-        }
-        settings.update(self.config_overrides)
-        return BrokerConfig(**settings)
+        self.network.default = self.link
+        # An operator's ZooKeeper session (AdminZkClient, zkCli): topic and config znodes.
+        self.operator = MemoryCoordinator(self.zookeeper, session_timeout_ms=30_000)
+        self._cuts = 0
+        self._client_node: ActorSystem | None = None
 
     async def __aenter__(self) -> InProcessCluster:
-        await self._stack.enter_async_context(self.client)
-        await self.admin.start()
-        self._stack.push_async_callback(self.admin.close)
+        await super().__aenter__()
+        await self.operator.start()
+        self._stack.push_async_callback(self.operator.close)
+        for path in zk_data.PERSISTENT_ZK_PATHS:
+            await self.operator.ensure_path(path)
+        self._client_node = await self.client(CLIENT)
         return self
 
-    async def __aexit__(self, *exc_info: object) -> None:
-        for broker_id in list(self.brokers):
-            await self.stop_broker(broker_id)
-        await self._stack.aclose()
+    def config(self, broker_id: int) -> BrokerConfig:
+        return BrokerConfig(
+            broker_id=broker_id,
+            zookeeper_session_timeout_ms=self.session_timeout_ms,
+            **{**DEFAULT_BROKER_CONFIG, **self.config_overrides},
+        )
+
+    @property
+    def client_node(self) -> ActorSystem:
+        """The client node requests are sent from (``client(name)`` makes more)."""
+        assert self._client_node is not None, "use the cluster as an async context manager"
+        return self._client_node
 
     # ------------------------------------------------------------------------------ brokers
 
-    async def start_broker(self, broker_id: int, *, keep_disk: bool = True) -> BrokerHandle:
-        handle = self.brokers.get(broker_id)
-        if handle is None or not keep_disk:
-            handle = BrokerHandle(
-                broker_id,
-                MemoryFileSystem(self.clock.wall_clock_ms),
-                MemoryCoordinator(self.zookeeper, session_timeout_ms=6_000),
-            )
-            self.brokers[broker_id] = handle
-        else:
-            handle.coordinator = MemoryCoordinator(self.zookeeper, session_timeout_ms=6_000)
-        adapters = NodeAdapters(
-            clock=self.clock,
-            fs=handle.fs,
-            coordinator=handle.coordinator,
-            transport=MemoryTransport(self.network),
-            address_book=AddressBook(),
-            rng=random.Random(broker_id),
-            activity=self.activity,
+    async def start_broker(self, broker_id: int) -> None:
+        """Start a broker and let it settle: registered, known to the active controller (which
+        is this broker when it is the first one up) and told its partitions' state."""
+        await self.start(broker_id)
+        await self.wait_for(lambda: self._known_to_controller(broker_id), within_ms=30_000, step_ms=10)
+
+    async def start_brokers(self, *broker_ids: int) -> None:
+        for broker_id in broker_ids:
+            await self.start_broker(broker_id)
+
+    def _known_to_controller(self, broker_id: int) -> bool:
+        broker = self.broker_actor(broker_id)
+        if broker is None or not broker.registered:
+            return False
+        active = self.active_controllers()
+        if len(active) != 1:
+            return False
+        _, controller = active[0]
+        stats = controller.statistics()
+        registration = self.zookeeper.peek(zk_data.broker_id_path(broker_id))
+        return (
+            registration is not None
+            and stats.event_queue_size == 0
+            and controller.running is None
+            and broker.controller_epoch == stats.controller_epoch
+            and broker.has_current_metadata
         )
-        stack = contextlib.AsyncExitStack()
-        handle.node = await stack.enter_async_context(
-            broker_node_context(
-                self.config(broker_id),
-                adapters=adapters,
-                log_dir="/data",
-                host=f"broker-{broker_id}",
-                port=9092,
-            )
-        )
-        handle.stack = stack
-        await self.settle()
-        return handle
 
     async def stop_broker(self, broker_id: int) -> None:
-        """A clean stop: actors stop, logs close with the clean-shutdown marker, session closes."""
-        handle = self.brokers[broker_id]
-        if handle.stack is not None:
-            await handle.stack.aclose()
-        handle.stack = None
-        handle.node = None
+        """A clean stop (SIGTERM): Kafka's controlled shutdown first, then actors stop, logs close
+        with the clean-shutdown marker, the session closes."""
+        await self.complete(self.stop(broker_id))
         await self.settle()
 
-    async def crash_broker(self, broker_id: int) -> None:
-        """A power loss: the disk keeps only what was fsynced, the broker's files become unusable,
-        its actors stop, no clean-shutdown marker is written (the next start recovers the logs),
-        and its ZooKeeper session ends (as it would when the session times out)."""
-        handle = self.brokers[broker_id]
-        await self.settle()
-        handle.fs.crash()
-        if handle.stack is not None:
-            # Closing the logs fails on the dead files: that is the point.
-            with contextlib.suppress(OSError):
-                await handle.stack.aclose()
-        await handle.coordinator.close()
-        handle.stack = None
-        handle.node = None
-        await self.settle()
+    async def restart_broker(self, broker_id: int) -> None:
+        """A clean stop then a start (Kafka's tests' ``bounce``)."""
+        await self.stop_broker(broker_id)
+        await self.start_broker(broker_id)
 
-    def live_endpoints(self) -> tuple[BrokerEndpoint, ...]:
-        return tuple(
-            BrokerEndpoint(broker_id=b, host=f"broker-{b}", port=9092)
-            for b, handle in sorted(self.brokers.items())
-            if handle.node is not None
+    async def wait_until_gone(self, broker_id: int, *, within_ms: int = 60_000) -> int:
+        """After a kill: wait until the broker's session has expired (its registration is gone);
+        the virtual ms it took."""
+        return await self.wait_for(
+            lambda: self.zookeeper.peek(zk_data.broker_id_path(broker_id)) is None, within_ms=within_ms
         )
 
-    # ------------------------------------------------------------------------------ time
+    # --------------------------------------------------------------------------- network
 
-    async def settle(self) -> None:
-        """Wait until the whole cluster is quiet (answers in flight between nodes count as
-        activity until the asker has them, so one wait is enough)."""
-        await self.activity.wait_idle()
+    def cut(self, a: int | str, b: int | str) -> str:
+        """Nothing crosses between two nodes (broker ids or node names), either way, until
+        ``heal``; ZooKeeper is not affected. Returns the cut's key (for ``heal``)."""
+        node_a = broker_node(a) if isinstance(a, int) else a
+        node_b = broker_node(b) if isinstance(b, int) else b
+        self._cuts += 1
+        key = f"cut-{self._cuts}"
+        self.network.filters[key] = _between(node_a, node_b)
+        return key
 
-    async def advance(self, delta_ms: int) -> None:
-        """Move virtual time forward one due timer at a time, settling after each (as
-        ``runtime.testkit.advance`` does, with this class's ``settle``)."""
-        target = self.clock.now_ms() + delta_ms
-        await self.settle()
-        while True:
-            due = self.clock.next_due_ms()
-            if due is None or due > target:
-                break
-            self.clock.advance_to(due)
-            await self.settle()
-        self.clock.advance_to(target)
-        await self.settle()
+    def block(self, link_filter: LinkFilter) -> str:
+        """Add a link filter (False: the message is lost) until ``heal``."""
+        self._cuts += 1
+        key = f"block-{self._cuts}"
+        self.network.filters[key] = link_filter
+        return key
 
-    async def complete(self, awaitable: Awaitable[T], *, within_ms: int = 60_000, step_ms: int = 100) -> T:
-        """Run ``awaitable`` while virtual time moves forward ``step_ms`` at a time; fail if it
-        needs more than ``within_ms``."""
-        task = asyncio.ensure_future(awaitable)
-        waited = 0
-        await self.settle()
-        while not task.done() and waited < within_ms:
-            await self.advance(step_ms)
-            waited += step_ms
-        if not task.done():
-            task.cancel()
-            raise AssertionError(f"not complete after {within_ms} ms of virtual time")
-        return task.result()
+    def heal(self, *keys: str) -> None:
+        """Remove the named cuts, or every filter."""
+        if not keys:
+            self.network.filters.clear()
+        for key in keys:
+            self.network.filters.pop(key, None)
 
-    # ------------------------------------------------------------------ stand-in controller
+    # --------------------------------------------------------------------------- ZooKeeper
 
-    async def make_leader(
+    async def create_topic(
+        self,
+        name: str,
+        assignment: Mapping[int, Iterable[int]],
+        *,
+        configs: Mapping[str, str] | None = None,
+        wait: bool = True,
+    ) -> None:
+        """Create a topic as Kafka's ``AdminZkClient.createTopicWithAssignment`` does: the config
+        znode, then ``/brokers/topics/<name>`` with the assignment (brokers that are down may be
+        named). The controller then elects the first live replica of each partition; with
+        ``wait``, until every partition with a live replica is led and every live replica and
+        broker has heard of it."""
+        partitions = {p: tuple(replicas) for p, replicas in assignment.items()}
+        config_data = zk_data.encode_topic_config(dict(configs or {}))
+        try:
+            await self.operator.create(zk_data.topic_config_path(name), config_data)
+        except NodeExistsError:
+            await self.operator.set(zk_data.topic_config_path(name), config_data, version=-1)
+        await self.operator.create(
+            zk_data.topic_path(name),
+            zk_data.encode_topic_assignment(zk_data.TopicAssignment(partitions=partitions)),
+        )
+        if wait:
+            for partition, replicas in partitions.items():
+                if any(self.brokers[r].up for r in replicas if r in self.brokers):
+                    await self.wait_for_leader(TopicPartition(name, partition))
+
+    async def create_topic_through_admin(self, request: object, *, broker_id: int) -> object:
+        """Send an admin request (CreateTopics...) to a broker's admin actor, as a client does."""
+        return await self.complete(self.client_node.ask(admin_ref(broker_id), request, timeout_ms=60_000))
+
+    def zk_partition_state(self, tp: TopicPartition) -> tuple[zk_data.PartitionState, int]:
+        """The partition state znode: (state, its zkVersion)."""
+        path = zk_data.partition_state_path(tp.topic, tp.partition)
+        found = self.zookeeper.peek(path)
+        assert found is not None, f"no {path}"
+        data, stat = found
+        return zk_data.decode_partition_state(data, path=path), stat.version
+
+    def assignment(self, tp: TopicPartition) -> tuple[int, ...]:
+        found = self.zookeeper.peek(zk_data.topic_path(tp.topic))
+        assert found is not None, f"no topic {tp.topic}"
+        return tuple(zk_data.decode_topic_assignment(tp.topic, found[0]).partitions[tp.partition])
+
+    def controller_id(self) -> int:
+        """The broker ``/controller`` names (-1: none)."""
+        found = self.zookeeper.peek(zk_data.CONTROLLER_PATH)
+        return -1 if found is None else zk_data.decode_controller(found[0]).broker_id
+
+    def controller_epoch(self) -> int:
+        found = self.zookeeper.peek(zk_data.CONTROLLER_EPOCH_PATH)
+        assert found is not None
+        return zk_data.decode_controller_epoch(found[0])
+
+    def broker_epoch(self, broker_id: int) -> int:
+        """The czxid of ``/brokers/ids/<id>`` (KIP-380's broker epoch)."""
+        found = self.zookeeper.peek(zk_data.broker_id_path(broker_id))
+        assert found is not None, f"broker {broker_id} is not registered"
+        return found[1].czxid
+
+    async def preferred_replica_election(self, *tps: TopicPartition) -> None:
+        """Ask for a preferred replica election by hand (``/admin/preferred_replica_election``),
+        and wait until the controller has done it (it deletes the znode)."""
+        await self.operator.create(
+            zk_data.PREFERRED_REPLICA_ELECTION_PATH,
+            zk_data.encode_preferred_replica_election(
+                [zk_data.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in tps]
+            ),
+        )
+        await self.wait_for(
+            lambda: self.zookeeper.peek(zk_data.PREFERRED_REPLICA_ELECTION_PATH) is None, within_ms=30_000
+        )
+        for tp in tps:
+            await self.wait_for_leader(tp)
+
+    def watch_children(self, path: str) -> list[tuple[int, str, bytes]]:
+        """Every child znode created under ``path`` from now on: (virtual ms, name, data), noted
+        when it is created (the controller may delete it at once: ISR change notifications).
+        A child watch of the operator's session, re-armed at each change."""
+        seen: list[tuple[int, str, bytes]] = []
+        known: set[str] = set(self.zookeeper.peek_children(path))
+        session = self.operator.session_id
+        assert session is not None
+
+        def look(_: object = None) -> None:
+            children = self.zookeeper.get_children(session, path, look)
+            for name in sorted(set(children) - known):
+                found = self.zookeeper.peek(f"{path}/{name}")
+                seen.append((self.clock.now_ms(), name, found[0] if found is not None else b""))
+            known.clear()
+            known.update(children)
+
+        look()
+        return seen
+
+    # ------------------------------------------------------------------------------ waits
+
+    def leader_settled(self, tp: TopicPartition) -> bool:
+        """The partition has a leader in ZooKeeper, the leader and every live replica have applied
+        that leader epoch, and every live broker's metadata names it."""
+        path = zk_data.partition_state_path(tp.topic, tp.partition)
+        found = self.zookeeper.peek(path)
+        if found is None:
+            return False
+        state = zk_data.decode_partition_state(found[0], path=path)
+        if state.leader < 0 or not self.brokers[state.leader].up:
+            return False
+        leader = self.partition_actor(state.leader, tp)
+        if leader is None or leader.state.role is not Role.LEADER or leader.state.leader_epoch != state.leader_epoch:
+            return False
+        for replica in self.assignment(tp):
+            if replica in self.brokers and self.brokers[replica].up:
+                actor = self.partition_actor(replica, tp)
+                if actor is None or actor.state.leader_epoch != state.leader_epoch:
+                    return False
+        for broker in self.up_brokers():
+            actor = self.broker_actor(broker.broker_id)
+            cached = None if actor is None else actor.metadata.partition_state(tp)
+            if cached is None or cached.leader_epoch != state.leader_epoch:
+                return False
+        return True
+
+    async def wait_for_leader(
         self,
         tp: TopicPartition,
+        leader: int | None = None,
         *,
-        leader: int,
-        isr: Sequence[int],
-        replicas: Sequence[int],
-        leader_epoch: int | None = None,
-        recipients: Sequence[int] | None = None,
-    ) -> dict[int, LeaderAndIsrResponse]:
-        """Write the partition state znode and send LeaderAndIsr to the live replicas."""
-        previous = self.partition_states.get(tp)
-        epoch = leader_epoch if leader_epoch is not None else (previous.leader_epoch + 1 if previous else 0)
-        admin = self.admin
-        path = zk_data.partition_state_path(tp.topic, tp.partition)
-        data = zk_data.encode_partition_state(
-            zk_data.PartitionState(
-                leader=leader, leader_epoch=epoch, isr=tuple(isr), controller_epoch=self.controller_epoch
-            )
-        )
-        await admin.ensure_path(zk_data.topic_partition_path(tp.topic, tp.partition))
-        try:
-            created = await admin.create(path, data)
-            zk_version = created.stat.version
-        except NodeExistsError:
-            zk_version = (await admin.set(path, data, version=-1)).version
-        state = LeaderAndIsrPartitionState(
-            topic=tp.topic,
-            partition=tp.partition,
-            controller_epoch=self.controller_epoch,
-            leader=leader,
-            leader_epoch=epoch,
-            isr=tuple(isr),
-            zk_version=zk_version,
-            replicas=tuple(replicas),
-            is_new=previous is None,
-        )
-        self.partition_states[tp] = state
-        await self.update_metadata()
-        endpoints = self.live_endpoints()
-        responses: dict[int, LeaderAndIsrResponse] = {}
-        for broker_id in recipients if recipients is not None else replicas:
-            handle = self.brokers.get(broker_id)
-            if handle is None or handle.node is None:
-                continue
-            responses[broker_id] = await self.client.ask(
-                handle.ref,
-                LeaderAndIsrRequest(
-                    controller_id=CONTROLLER_ID,
-                    controller_epoch=self.controller_epoch,
-                    broker_epoch=-1,
-                    partition_states=(state,),
-                    live_leaders=tuple(e for e in endpoints if e.broker_id == leader),
-                ),
-                timeout_ms=30_000,
-            )
-        await self.settle()
-        return responses
+        epoch: int | None = None,
+        within_ms: int = 60_000,
+    ) -> zk_data.PartitionState:
+        """Wait until ``tp`` has a settled leader (``leader_settled``), ``leader`` if given, at
+        leader epoch ``epoch`` if given; its ZooKeeper state."""
 
-    async def send_current_state(self, tp: TopicPartition, recipients: Sequence[int]) -> None:
-        """What the controller does for a broker that starts (onBrokerStartup, docs/controller.md §3): send it
-        the partition's current state, as ZooKeeper holds it, without bumping the leader epoch."""
-        zk_state, zk_version = await self.zk_partition_state(tp)
-        previous = self.partition_states[tp]
-        state = LeaderAndIsrPartitionState(
-            topic=tp.topic, partition=tp.partition, controller_epoch=zk_state.controller_epoch,
-            leader=zk_state.leader, leader_epoch=zk_state.leader_epoch, isr=zk_state.isr,
-            zk_version=zk_version, replicas=previous.replicas,
-        )  # fmt: skip
-        self.partition_states[tp] = state
-        await self.update_metadata()
-        endpoints = self.live_endpoints()
-        for broker_id in recipients:
-            await self.client.ask(
-                self.brokers[broker_id].ref,
-                LeaderAndIsrRequest(
-                    controller_id=CONTROLLER_ID, controller_epoch=self.controller_epoch, broker_epoch=-1,
-                    partition_states=(state,),
-                    live_leaders=tuple(e for e in endpoints if e.broker_id == state.leader),
-                ),
-                timeout_ms=30_000,
-            )  # fmt: skip
-        await self.settle()
+        def done() -> bool:
+            if not self.leader_settled(tp):
+                return False
+            state, _ = self.zk_partition_state(tp)
+            return (leader is None or state.leader == leader) and (epoch is None or state.leader_epoch == epoch)
 
-    async def update_metadata(self) -> None:
-        states = tuple(
-            UpdateMetadataPartitionState(
-                topic=s.topic,
-                partition=s.partition,
-                controller_epoch=s.controller_epoch,
-                leader=s.leader,
-                leader_epoch=s.leader_epoch,
-                isr=s.isr,
-                zk_version=s.zk_version,
-                replicas=s.replicas,
-            )
-            for s in self.partition_states.values()
-        )
-        endpoints = self.live_endpoints()
-        for endpoint in endpoints:
-            await self.client.ask(
-                self.brokers[endpoint.broker_id].ref,
-                UpdateMetadataRequest(
-                    controller_id=CONTROLLER_ID,
-                    controller_epoch=self.controller_epoch,
-                    broker_epoch=-1,
-                    partition_states=states,
-                    live_brokers=endpoints,
-                ),
-                timeout_ms=30_000,
-            )
+        await self.wait_for(done, within_ms=within_ms, step_ms=10)
+        return self.zk_partition_state(tp)[0]
 
-    async def stop_replica(
-        self, broker_id: int, tps: Sequence[TopicPartition], *, delete: bool = False
-    ) -> None:
-        await self.client.ask(
-            self.brokers[broker_id].ref,
-            StopReplicaRequest(
-                controller_id=CONTROLLER_ID,
-                controller_epoch=self.controller_epoch,
-                broker_epoch=-1,
-                delete_partitions=delete,
-                partitions=tuple(tps),
-            ),
-            timeout_ms=30_000,
-        )
-        await self.settle()
+    async def wait_for_state(
+        self,
+        tp: TopicPartition,
+        predicate: Callable[[zk_data.PartitionState], bool],
+        *,
+        within_ms: int = 60_000,
+        step_ms: int = 10,
+    ) -> zk_data.PartitionState:
+        """Wait until the partition state znode satisfies ``predicate``; that state."""
+
+        def holds() -> bool:
+            found = self.zookeeper.peek(zk_data.partition_state_path(tp.topic, tp.partition))
+            return found is not None and predicate(self.zk_partition_state(tp)[0])
+
+        await self.wait_for(holds, within_ms=within_ms, step_ms=step_ms)
+        return self.zk_partition_state(tp)[0]
+
+    async def wait_for_isr(self, tp: TopicPartition, isr: Iterable[int], *, within_ms: int = 60_000) -> None:
+        """Wait until ZooKeeper's ISR is exactly ``isr`` (as a set) and the leader applied it."""
+        wanted = set(isr)
+
+        def done() -> bool:
+            found = self.zookeeper.peek(zk_data.partition_state_path(tp.topic, tp.partition))
+            if found is None:
+                return False
+            state, _ = self.zk_partition_state(tp)
+            if set(state.isr) != wanted or state.leader < 0:
+                return False
+            leader = self.partition_actor(state.leader, tp)
+            return leader is not None and set(leader.state.isr) == wanted
+
+        await self.wait_for(done, within_ms=within_ms, step_ms=10)
 
     # ------------------------------------------------------------------------------ clients
 
@@ -396,8 +439,8 @@ class InProcessCluster:
     async def produce(
         self, broker_id: int, tp: TopicPartition, records: bytes, *, acks: int = -1, timeout_ms: int = 30_000
     ) -> ProduceResponse:
-        response = await self.client.ask(
-            self.brokers[broker_id].ref,
+        response = await self.client_node.ask(
+            broker_ref(broker_id),
             self.produce_request(tp, records, acks=acks, timeout_ms=timeout_ms),
             timeout_ms=timeout_ms + 60_000,
         )
@@ -407,8 +450,8 @@ class InProcessCluster:
     async def fetch(
         self, broker_id: int, tp: TopicPartition, offset: int, *, max_wait_ms: int = 0, leader_epoch: int = -1
     ) -> FetchResponse:
-        response = await self.client.ask(
-            self.brokers[broker_id].ref,
+        response = await self.client_node.ask(
+            broker_ref(broker_id),
             FetchRequest(
                 replica_id=-1,
                 max_wait_ms=max_wait_ms,
@@ -439,9 +482,10 @@ class InProcessCluster:
         leader_epoch: int = -1,
         log_start_offset: int = 0,
     ) -> FetchResponse:
-        """A fetch as follower ``replica_id`` would send it (a test playing a follower by hand)."""
-        response = await self.client.ask(
-            self.brokers[broker_id].ref,
+        """A fetch as follower ``replica_id`` would send it (a test playing a follower that is not
+        running)."""
+        response = await self.client_node.ask(
+            broker_ref(broker_id),
             FetchRequest(
                 replica_id=replica_id,
                 max_wait_ms=0,
@@ -466,8 +510,8 @@ class InProcessCluster:
     async def offsets_for_leader_epoch(
         self, broker_id: int, tp: TopicPartition, leader_epoch: int, *, current_leader_epoch: int = -1
     ) -> OffsetsForLeaderEpochResponse:
-        response = await self.client.ask(
-            self.brokers[broker_id].ref,
+        response = await self.client_node.ask(
+            broker_ref(broker_id),
             OffsetsForLeaderEpochRequest(
                 replica_id=-1,
                 partitions=(
@@ -484,19 +528,50 @@ class InProcessCluster:
         assert isinstance(response, OffsetsForLeaderEpochResponse)
         return response
 
+    async def metadata(self, broker_id: int, topics: tuple[str, ...] | None = None) -> MetadataResponse:
+        response = await self.client_node.ask(
+            broker_ref(broker_id), MetadataRequest(topics=topics), timeout_ms=30_000
+        )
+        assert isinstance(response, MetadataResponse)
+        return response
+
+    async def controlled_shutdown_request(self, broker_id: int, *, broker_epoch: int) -> ControlledShutdownResponse:
+        """A ControlledShutdown request to the active controller, as broker ``broker_id`` sends it
+        when it stops (``stop_broker`` runs the real one)."""
+        response = await self.complete(
+            self.client_node.ask(
+                controller_ref(self.controller_id()),
+                ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch),
+                timeout_ms=30_000,
+            )
+        )
+        assert isinstance(response, ControlledShutdownResponse)
+        return response
+
+    # ------------------------------------------------- a stale or forged controller (fencing)
+
+    def live_endpoints(self) -> tuple[BrokerEndpoint, ...]:
+        return tuple(
+            BrokerEndpoint(broker_id=b.broker_id, host=f"broker-{b.broker_id}", port=9092)
+            for b in sorted(self.up_brokers(), key=lambda b: b.broker_id)
+        )
+
     async def send_leader_and_isr(
         self,
         broker_id: int,
         *states: LeaderAndIsrPartitionState,
         controller_epoch: int | None = None,
+        controller_id: int | None = None,
     ) -> LeaderAndIsrResponse:
-        """A raw LeaderAndIsr (no znode write): what a controller, maybe a stale one, sends."""
+        """A raw LeaderAndIsr, with no znode written: ONLY for a test that plays a stale or forged
+        controller (by default it claims the active controller's id and epoch) to check how a
+        broker fences it. Leadership itself is the real controller's."""
         leaders = {state.leader for state in states}
-        response = await self.client.ask(
-            self.brokers[broker_id].ref,
+        response = await self.client_node.ask(
+            broker_ref(broker_id),
             LeaderAndIsrRequest(
-                controller_id=CONTROLLER_ID,
-                controller_epoch=self.controller_epoch if controller_epoch is None else controller_epoch,
+                controller_id=self.controller_id() if controller_id is None else controller_id,
+                controller_epoch=self.controller_epoch() if controller_epoch is None else controller_epoch,
                 broker_epoch=-1,
                 partition_states=states,
                 live_leaders=tuple(e for e in self.live_endpoints() if e.broker_id in leaders),
@@ -507,43 +582,51 @@ class InProcessCluster:
         await self.settle()
         return response
 
+    async def send_update_metadata(
+        self, broker_id: int, *, controller_id: int, controller_epoch: int
+    ) -> UpdateMetadataResponse:
+        """A raw, empty UpdateMetadata: ONLY for a test that plays a stale or forged controller."""
+        response = await self.client_node.ask(
+            broker_ref(broker_id),
+            UpdateMetadataRequest(
+                controller_id=controller_id,
+                controller_epoch=controller_epoch,
+                broker_epoch=-1,
+                partition_states=(),
+                live_brokers=(),
+            ),
+            timeout_ms=30_000,
+        )
+        assert isinstance(response, UpdateMetadataResponse)
+        return response
+
     # ------------------------------------------------------------------------------ peeking
 
     def broker(self, broker_id: int) -> BrokerActor:
         """The live BrokerActor instance (its statistics)."""
-        node = self.brokers[broker_id].node
-        assert node is not None
-        for ref, actor in node.system.actor_instances():
-            if ref.name == BROKER_ACTOR_NAME:
-                assert isinstance(actor, BrokerActor)
-                return actor
-        raise KeyError(f"broker {broker_id} has no broker actor")
+        actor = self.broker_actor(broker_id)
+        assert actor is not None, f"broker {broker_id} is not running"
+        return actor
 
-    async def isr_change_notifications(self) -> list[tuple[str, bytes]]:
-        """Every ``/isr_change_notification/isr_change_NNNNNNNNNN`` znode: (name, raw data)."""
-        found: list[tuple[str, bytes]] = []
-        for name in sorted(await self.admin.get_children(zk_data.ISR_CHANGE_NOTIFICATION_PATH)):
-            data, _ = await self.admin.get(f"{zk_data.ISR_CHANGE_NOTIFICATION_PATH}/{name}")
-            found.append((name, data))
-        return found
-
-    def partition(self, broker_id: int, tp: TopicPartition) -> Any:
+    def partition(self, broker_id: int, tp: TopicPartition) -> PartitionActor:
         """The live PartitionActor instance (white-box checks)."""
-        node = self.brokers[broker_id].node
-        assert node is not None
-        for ref, actor in node.system.actor_instances():
-            if ref.name == partition_name(tp):
-                return actor
-        raise KeyError(f"broker {broker_id} hosts no {tp}")
+        actor = self.partition_actor(broker_id, tp)
+        assert actor is not None, f"broker {broker_id} hosts no {tp}"
+        return actor
 
-    def log(self, broker_id: int, tp: TopicPartition) -> Any:
-        node = self.brokers[broker_id].node
-        assert node is not None
-        log = node.log_manager.get_log(tp)
-        assert log is not None
+    def log(self, broker_id: int, tp: TopicPartition) -> Log:
+        log = super().log(broker_id, tp)
+        assert log is not None, f"broker {broker_id} has no log for {tp}"
         return log
 
-    async def zk_partition_state(self, tp: TopicPartition) -> tuple[zk_data.PartitionState, int]:
-        path = zk_data.partition_state_path(tp.topic, tp.partition)
-        data, stat = await self.admin.get(path)
-        return zk_data.decode_partition_state(data, path=path), stat.version
+    def ref(self, broker_id: int) -> ActorRef:
+        return broker_ref(broker_id)
+
+
+async def started(*broker_ids: int, **config: Any) -> InProcessCluster:
+    """A cluster with these brokers started in this order (the first is the controller); the
+    caller ends it with ``await cluster.__aexit__(None, None, None)``."""
+    cluster = InProcessCluster(broker_ids=tuple(sorted(broker_ids)), config_overrides=dict(config))
+    await cluster.__aenter__()
+    await cluster.start_brokers(*broker_ids)
+    return cluster
