@@ -699,7 +699,11 @@ class BrokerActor(Actor[BrokerMessage]):
     def _check_controller_epoch(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        if broker_epoch != -1 and self.broker_epoch != -1 and broker_epoch < self.broker_epoch:
+        if broker_epoch != -1 and (self.broker_epoch == -1 or broker_epoch < self.broker_epoch):
+            # KIP-380. Before this process has registered, a request naming a broker epoch was
+            # meant for an earlier process of this broker (its registration still in ZooKeeper):
+            # acting on it would make this one, with whatever its disk kept, leader in an epoch
+            # it never led. Kafka serves no controller request before registering.
             return ErrorCode.STALE_BROKER_EPOCH
         return ErrorCode.NONE
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from ops.sim.plan import Action, BrokerFault, CreateTopic, DeleteTopic, FaultKind, Produce
+from ops.sim.plan import Action, BrokerFault, ControlledShutdown, CreateTopic, DeleteTopic, FaultKind, Produce
 from ops.sim.runner import SimOptions, run_seed
 
 pytestmark = pytest.mark.sim
@@ -31,6 +31,20 @@ REGRESSIONS: dict[str, tuple[int, list[Action], str]] = {
             Produce(12692, 0, 0, 1),
         ],
         "delete topic2",
+    ),
+    # Broker 1 lost power and started again 292 ms later, before its old ZooKeeper session (and
+    # registration) expired. The controller still counted the old process live and sent the new
+    # one LeaderAndIsr for epoch 1 with the old broker epoch; the new process, not yet registered,
+    # accepted it and led epoch 1 again with the log its power loss had emptied.
+    "restarted-broker-refuses-requests-for-its-previous-process": (
+        17,
+        [
+            CreateTopic(600, 1, 2, 3),
+            ControlledShutdown(2041, 2, 4559),
+            Produce(4602, 1, 0, 7),
+            BrokerFault(8365, FaultKind.POWER_LOSS, 1, 292),
+        ],
+        "power-loss broker 1",
     ),
 }
 
