@@ -20,6 +20,7 @@ Effects go through the broker's context: this object decides, records and tells.
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -136,6 +137,7 @@ class HostedPartitions:
                 current = self.partitions.get(tp)
                 return current.role if current is not None else None
 
+            incarnations = itertools.count()
             ref = ctx.spawn(
                 partition_name(tp),
                 lambda: PartitionActor(
@@ -145,6 +147,8 @@ class HostedPartitions:
                     coordinator=self.coordinator,
                     broker=broker,
                     initial_role=initial_role,
+                    # Every incarnation after the first is a supervisor restart.
+                    restarted=next(incarnations) > 0,
                 ),
                 supervision=SupervisorStrategy.restart(),
             )

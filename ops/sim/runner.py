@@ -54,6 +54,7 @@ from actors.common.names import (
     admin_ref,
     broker_node,
 )
+from actors.common.types import TopicPartition
 from actors.server import zk_data
 from ops.sim.cluster import BrokerState, SimCluster
 from ops.sim.events import EventLog
@@ -691,10 +692,12 @@ class _Run:
         others = self._outstanding_power_loss - {broker_id}
         if others:
             return f"power loss of broker(s) {sorted(others)} not caught up yet"
-        for topic in self.topics.values():
-            if not topic.alive:
-                continue
-            for tp in topic.tps():
+        zookeeper = self.cluster.zookeeper
+        # Every partition ZooKeeper knows, topics being deleted included (their replicas still
+        # serve until the deletion completes).
+        for topic in zookeeper.peek_children(zk_data.TOPICS_PATH):
+            for partition in zookeeper.peek_children(f"{zk_data.topic_path(topic)}/partitions"):
+                tp = TopicPartition(topic, int(partition))
                 zk = self.checker.zk_state(tp)
                 if zk is None or broker_id not in zk[0].isr:
                     continue

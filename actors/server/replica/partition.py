@@ -44,6 +44,7 @@ epochs (the broker does, before telling the partition), park fetches spanning pa
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +60,7 @@ from actors.common.protocol import (
     OffsetForLeaderEpochResult,
 )
 from actors.common.types import TopicPartition
+from actors.server import zk_data
 from actors.server.config import BrokerConfig
 from actors.server.replica import follower as follower
 from actors.server.replica.messages import (
@@ -101,6 +103,11 @@ from runtime.storage.log_manager import LogManager
 
 __all__ = ["PartitionActor", "PartitionMessage", "PartitionStatistics"]
 
+# A restarted leader that cannot read its partition state yet tries again after this.
+_RECOVERY_RETRY_MS = 1_000
+# An ISR write without an answer is written again after this.
+_ISR_WRITE_RETRY_MS = 500
+
 
 # ----------------------------------------------------------------------------- private messages
 
@@ -111,6 +118,31 @@ class _IsrWriteDone:
     expanding: bool
     new_zk_version: int | None
     reason: str = ""
+    # The write failed without an answer (a lost connection, a timeout): it may have landed.
+    unknown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class _RetryIsrWrite:
+    """Resend an ISR write whose outcome was unknown (the same proposal: if the first one landed,
+    the retry's BADVERSION and the data check say so)."""
+
+    proposal: LeaderAndIsr
+    expanding: bool
+
+
+@dataclass(frozen=True, slots=True)
+class _ZkStateRead:
+    """The partition state znode, read after a restart: (state, zkVersion), or the read failed."""
+
+    generation: int
+    found: tuple[zk_data.PartitionState, int] | None
+    error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class _RecoverAgain:
+    generation: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,7 +156,15 @@ class _FlushDone:
     error: Exception | None = None
 
 
-PartitionMessage: TypeAlias = PartitionCommand | _IsrWriteDone | _ProduceExpired | _FlushDone
+PartitionMessage: TypeAlias = (
+    PartitionCommand
+    | _IsrWriteDone
+    | _RetryIsrWrite
+    | _ZkStateRead
+    | _RecoverAgain
+    | _ProduceExpired
+    | _FlushDone
+)
 
 
 def _error_code_of(error: StorageError) -> ErrorCode:
@@ -145,9 +185,14 @@ class PartitionActor(Actor[PartitionMessage]):
         coordinator: Coordinator,
         broker: ActorRef,
         initial_role: Callable[[], BecomeLeader | BecomeFollower | None] | None = None,
+        restarted: bool = False,
     ) -> None:
         self.tp = tp
         self._initial_role = initial_role
+        self._restarted = restarted
+        # While recovering (a leader restarted by its supervisor), the role waits for ZooKeeper.
+        self._recovering: BecomeLeader | None = None
+        self._recovery_generation = 0
         self.config = config
         self.log_manager = log_manager
         self.coordinator = coordinator
@@ -204,6 +249,14 @@ class PartitionActor(Actor[PartitionMessage]):
                 self._on_append_as_follower(ctx, message)
             case _IsrWriteDone():
                 self._on_isr_write_done(ctx, message)
+            case _RetryIsrWrite():
+                if self._isr_write_still_wanted(message.proposal):
+                    self._write_isr(ctx, message.proposal, expanding=message.expanding)
+            case _ZkStateRead():
+                self._on_zk_state_read(ctx, message)
+            case _RecoverAgain():
+                if message.generation == self._recovery_generation:
+                    self._recover_leadership(ctx)
             case _ProduceExpired():
                 self._on_produce_expired(ctx, message)
             case _FlushDone():
@@ -215,7 +268,15 @@ class PartitionActor(Actor[PartitionMessage]):
         # The broker's last word on our role (also after a supervisor restart, which loses it).
         role = self._initial_role() if self._initial_role is not None else None
         if isinstance(role, BecomeLeader):
-            self._on_become_leader(ctx, role)
+            if self._restarted:
+                # The crash lost every ISR change this leader made since that LeaderAndIsr: serving
+                # with its ISR could drop a replica ZooKeeper still lists (a later clean election
+                # of it would lose acknowledged records). Kafka never rebuilds ISR state from an old
+                # request: read the znode first, serve nothing until then.
+                self._recovering = role
+                self._recover_leadership(ctx)
+            else:
+                self._on_become_leader(ctx, role)
         elif isinstance(role, BecomeFollower):
             self._on_become_follower(ctx, role)
 
@@ -234,7 +295,53 @@ class PartitionActor(Actor[PartitionMessage]):
             self.log.update_config(log_config)
         return self.log
 
+    def _recover_leadership(self, ctx: Context[PartitionMessage]) -> None:
+        self._recovery_generation += 1
+        generation = self._recovery_generation
+        coordinator, path = self.coordinator, zk_data.partition_state_path(self.tp.topic, self.tp.partition)
+
+        async def read() -> tuple[zk_data.PartitionState, int]:
+            raw, stat = await coordinator.get(path)
+            return zk_data.decode_partition_state(raw, path=path), stat.version
+
+        ctx.pipe_to_self(
+            read,
+            lambda found: _ZkStateRead(generation, found),
+            lambda error: _ZkStateRead(generation, None, f"{type(error).__name__}: {error}"),
+        )
+
+    def _on_zk_state_read(self, ctx: Context[PartitionMessage], message: _ZkStateRead) -> None:
+        role = self._recovering
+        if role is None or message.generation != self._recovery_generation:
+            return  # a newer LeaderAndIsr took over meanwhile
+        if message.found is None:
+            ctx.log.warning(
+                "%s: cannot read its state after a restart (%s); retrying", self.tp, message.error
+            )
+            ctx.start_timer("recover", _RecoverAgain(message.generation), _RECOVERY_RETRY_MS)
+            return
+        zk_state, zk_version = message.found
+        self._recovering = None
+        expected = role.state
+        if zk_state.leader != self.config.broker_id or zk_state.leader_epoch != expected.leader_epoch:
+            # Leadership moved on while this actor was down: the controller's LeaderAndIsr for the
+            # new epoch is on its way (or queued here); until then this replica serves nothing.
+            ctx.log.warning(
+                "%s: restarted as leader of epoch %d, but ZooKeeper says leader %d epoch %d: waiting "
+                "for the controller",
+                self.tp, expected.leader_epoch, zk_state.leader, zk_state.leader_epoch,
+            )  # fmt: skip
+            return
+        restored = dataclasses.replace(expected, isr=zk_state.isr, zk_version=zk_version)
+        ctx.log.info(
+            "%s: restarted; leader of epoch %d with ISR %s (zkVersion %d) as ZooKeeper holds it",
+            self.tp, expected.leader_epoch, list(zk_state.isr), zk_version,
+        )  # fmt: skip
+        self._on_become_leader(ctx, dataclasses.replace(role, state=restored))
+
     def _on_become_leader(self, ctx: Context[PartitionMessage], message: BecomeLeader) -> None:
+        self._recovering = None
+        self._recovery_generation += 1
         state = message.state
         log = self._ensure_log(ctx, message.log_config)
         self.policy = message.policy
@@ -259,6 +366,8 @@ class PartitionActor(Actor[PartitionMessage]):
         self._changed(ctx)
 
     def _on_become_follower(self, ctx: Context[PartitionMessage], message: BecomeFollower) -> None:
+        self._recovering = None
+        self._recovery_generation += 1
         state = message.state
         log = self._ensure_log(ctx, message.log_config)
         self.policy = message.policy
@@ -627,9 +736,17 @@ class PartitionActor(Actor[PartitionMessage]):
         operation = conditional_isr_write(self.coordinator, self.tp, proposal)
 
         def failed(error: Exception) -> _IsrWriteDone:
-            return _IsrWriteDone(proposal, expanding, None, reason=f"{type(error).__name__}: {error}")
+            # No answer (a lost connection, a timeout): the write may have landed. Not BADVERSION
+            # or NONODE, which conditional_isr_write answers with None.
+            return _IsrWriteDone(
+                proposal, expanding, None, reason=f"{type(error).__name__}: {error}", unknown=True
+            )
 
         ctx.pipe_to_self(operation, lambda version: _IsrWriteDone(proposal, expanding, version), failed)
+
+    def _isr_write_still_wanted(self, proposal: LeaderAndIsr) -> bool:
+        state = self.state
+        return state.is_leader and state.leader_epoch == proposal.leader_epoch and state.isr_change_in_flight
 
     def _on_isr_write_done(self, ctx: Context[PartitionMessage], message: _IsrWriteDone) -> None:
         state = self.state
@@ -640,6 +757,18 @@ class PartitionActor(Actor[PartitionMessage]):
             or not state.isr_change_in_flight
         ):
             return  # the role changed while the write was in flight; the controller's state rules
+        if message.unknown:
+            # Resolve it, do not assume it failed (Kafka's checkLeaderAndIsrZkData on the retry):
+            # the change stays in flight (the HW keeps counting the maximal ISR) and the same
+            # proposal is written again.
+            ctx.log.warning(
+                "%s: ISR update to %s has an unknown outcome (%s); retrying",
+                self.tp, list(proposal.isr), message.reason,
+            )  # fmt: skip
+            ctx.start_timer(
+                "isr-write-retry", _RetryIsrWrite(proposal, message.expanding), _ISR_WRITE_RETRY_MS
+            )
+            return
         previous_isr = sorted(state.isr)
         if message.new_zk_version is not None:
             state.complete_isr_change(proposal, message.new_zk_version)
