@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import pytest
 
-from ops.sim.plan import Action, BrokerFault, ControlledShutdown, CreateTopic, DeleteTopic, FaultKind, Produce
+from ops.sim.plan import (
+    Action,
+    ActorCrash,
+    BrokerFault,
+    ControlledShutdown,
+    CreateTopic,
+    DeleteTopic,
+    FaultKind,
+    Produce,
+)
 from ops.sim.runner import SimOptions, run_seed
 
 pytestmark = pytest.mark.sim
@@ -45,6 +54,23 @@ REGRESSIONS: dict[str, tuple[int, list[Action], str]] = {
             BrokerFault(8365, FaultKind.POWER_LOSS, 1, 292),
         ],
         "power-loss broker 1",
+    ),
+    # Leader 1 re-admitted broker 2 to the ISR (ZooKeeper: [1, 2, 3]); then its partition actor
+    # crashed, and the supervisor restarted it from the last LeaderAndIsr (ISR [1, 3]): it
+    # stopped waiting for broker 2 that ZooKeeper still listed, so a later clean election of 2
+    # could lose acknowledged records.
+    "restarted-leader-restores-its-isr-from-zookeeper": (
+        1,
+        [
+            CreateTopic(500, 0, 1, 3),
+            Produce(1000, 0, 0, 5),
+            ControlledShutdown(2000, 2, 1000),
+            Produce(3500, 0, 0, 5),
+            ActorCrash(6000, 1, "partition"),
+            Produce(6100, 0, 1, 5),
+            Produce(9000, 0, 0, 1),
+        ],
+        "crashing partition/topic0-0 on broker 1",
     ),
 }
 
