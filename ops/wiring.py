@@ -237,9 +237,18 @@ async def broker_node_context(
             )  # fmt: skip
             try:
                 yield node
+            except BaseException:
+                # The node failed or halted (or the process is being torn down): an abrupt exit,
+                # as Kafka's Exit.halt, asks the controller for nothing.
+                node.controlled_shutdown_enable = False
+                raise
             finally:
                 if node.controlled_shutdown_enable and adapters.run_controller:
                     await controlled_shutdown(node, clock)
     finally:
-        log_manager.close(now_ms=clock.now_ms())
-        await coordinator.close()
+        try:
+            log_manager.close(now_ms=clock.now_ms())
+        finally:
+            # Even when closing the logs fails (a failed disk), the session goes: the controller
+            # learns at once that this broker is gone instead of after the session timeout.
+            await coordinator.close()

@@ -190,3 +190,9 @@ class Context(ABC, Generic[M]):
 
     def stop_self(self) -> None:
         self.stop(self.self_ref)
+
+    @abstractmethod
+    def halt_node(self, reason: str) -> None:
+        """End this actor's whole node (the process exits non-zero): for a failure after which
+        nothing on this node may go on serving (a failed log directory, a registration that can
+        never succeed). Its supervisor (Kubernetes, ``cluster up``) starts it again."""

@@ -21,6 +21,7 @@ __all__ = [
     "Ask",
     "CancelTimer",
     "Effect",
+    "Halt",
     "Pipe",
     "Reply",
     "Spawn",
@@ -87,4 +88,12 @@ class Stop:
     ref: ActorRef
 
 
-Effect: TypeAlias = Tell | Ask | Reply | StartTimer | CancelTimer | Pipe | Spawn | Stop
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """End the whole node: what a process does when it cannot go on safely (Kafka's
+    ``Exit.halt`` on a failed log directory). The node's task group fails with ``NodeHalted``."""
+
+    reason: str
+
+
+Effect: TypeAlias = Tell | Ask | Reply | StartTimer | CancelTimer | Pipe | Spawn | Stop | Halt

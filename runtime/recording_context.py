@@ -14,7 +14,7 @@ from collections.abc import Awaitable, Callable, Hashable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from runtime.context import Context
-from runtime.effects import Ask, CancelTimer, Effect, Pipe, Reply, Spawn, StartTimer, Stop, Tell
+from runtime.effects import Ask, CancelTimer, Effect, Halt, Pipe, Reply, Spawn, StartTimer, Stop, Tell
 from runtime.messages import AskFailure, Requester
 from runtime.ref import ActorRef
 
@@ -100,3 +100,6 @@ class RecordingContext(Context[Any]):
 
     def stop(self, ref: ActorRef) -> None:
         self.effects.append(Stop(ref))
+
+    def halt_node(self, reason: str) -> None:
+        self.effects.append(Halt(reason))

@@ -38,7 +38,7 @@ from runtime.activity import Activity
 from runtime.actor import Actor
 from runtime.clock import Clock, LoopClock, TimerHandle
 from runtime.codec import WireEnvelope
-from runtime.effects import Ask, CancelTimer, Effect, Pipe, Reply, Spawn, StartTimer, Stop, Tell
+from runtime.effects import Ask, CancelTimer, Effect, Halt, Pipe, Reply, Spawn, StartTimer, Stop, Tell
 from runtime.errors import (
     AskTimeoutError,
     MailboxClosedError,
@@ -60,12 +60,21 @@ from runtime.ref import ActorRef
 from runtime.supervision import Directive, RestartTracker, SupervisorStrategy
 from runtime.transport.base import Transport
 
-__all__ = ["ActorSystem", "CellStatistics", "ChildFailedError", "SystemStatistics"]
+__all__ = ["ActorSystem", "CellStatistics", "ChildFailedError", "NodeHalted", "SystemStatistics"]
 
 T = TypeVar("T")
 M = TypeVar("M")
 
 _log = logging.getLogger("actorlog.runtime.system")
+
+
+class NodeHalted(Exception):
+    """An actor halted its node (``Context.halt_node``)."""
+
+    def __init__(self, node_id: str, reason: str) -> None:
+        super().__init__(f"node {node_id} halted: {reason}")
+        self.node_id = node_id
+        self.reason = reason
 
 
 class ChildFailedError(Exception):
@@ -575,6 +584,15 @@ class ActorSystem:
 
         self._spawn_task(fail_node(), auxiliary=False)
 
+    def halt(self, reason: str) -> None:
+        """End the node: its task group fails with ``NodeHalted`` (the process exits non-zero)."""
+        _log.error("halting node %s: %s", self.node_id, reason)
+
+        async def fail_node() -> None:
+            raise NodeHalted(self.node_id, reason)
+
+        self._spawn_task(fail_node(), auxiliary=False)
+
     def _dead_letter(self, target: ActorRef, item: object) -> None:
         self._dead_letters_total += 1
         if isinstance(item, Envelope) and item.requester is not None:
@@ -614,6 +632,9 @@ class ActorSystem:
                 target = self._cells.get(effect.ref.name)
                 if target is not None and effect.ref.node_id == self.node_id:
                     self._stop_cell(target)
+            elif kind is Halt:
+                assert isinstance(effect, Halt)
+                self.halt(f"{cell.ref.name}: {effect.reason}")
             else:  # pragma: no cover - Effect is a closed union
                 raise AssertionError(f"unknown effect {effect!r}")
 

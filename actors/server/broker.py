@@ -388,7 +388,9 @@ class BrokerActor(Actor[BrokerMessage]):
             case SessionLost():
                 self._on_session_lost(ctx)
             case BrokerRegistrationFailed():
-                ctx.log.error("broker registration failed: %s", message.reason)
+                # Alive but unregistered, the controller counts this broker dead while it keeps
+                # answering clients and followers: exit, so the supervisor starts it again.
+                ctx.halt_node(f"broker registration failed: {message.reason}")
             case _PartitionReply():
                 self._on_partition_reply(ctx, message)
             case _FetchExpired():

@@ -9,16 +9,21 @@ States (``RegistrationState``) and their triggers
     UNREGISTERED       no session yet, or the session was lost (its znode is gone)
     REGISTERING        a create (or its CheckedEphemeral follow-up read) is in flight
     AWAITING_OLD_OWNER the znode exists but belongs to an OLD session of ours that the server has
-                       not expired yet: wait for its deletion (an exists-watch) or the deadline
+                       not expired yet: wait for its deletion (an exists-watch), looking again
+                       every session timeout
     REGISTERED         the znode exists and its ephemeral_owner is our current session
-    FAILED             the old owner's znode was still there at the deadline: we give up on
-                       this session (a later new session tries again)
+    FAILED             the znode was still held by another session after ``old_owner_rounds``
+                       session timeouts: no session of ours can outlive that, so another process
+                       holds this broker id; the broker halts (its supervisor restarts it)
 
 Kafka's CheckedEphemeral (KAFKA-7165): on NodeExists, read the znode's Stat. If its
 ``ephemeral_owner`` is our current session, the create did succeed (a retry after a connection
 loss): it is ours. If it is another session, it is our previous session lingering until the
-server times it out; Kafka gives up at once, we wait for it to disappear, for at most
-``old_owner_wait_ms`` (the session timeout by default: no session outlives that).
+server times it out (a restart within the session timeout, a stall, a ZooKeeper outage, which
+stops the server's clock): like Kafka's later ``checkedEphemeralCreate``, keep waiting for it to
+disappear, looking again every ``old_owner_wait_ms`` (the session timeout by default), and give
+up only after ``old_owner_rounds`` of them. A broker that gave up must not stay alive
+unregistered (the controller counts it dead while it still answers clients): it halts.
 
 Rules kept here:
 
@@ -208,6 +213,7 @@ class BrokerRegistrationActor(Actor[RegistrationMessage]):
         *,
         session_timeout_ms: int,
         old_owner_wait_ms: int | None = None,
+        old_owner_rounds: int = 3,
         retry_backoff_ms: int = 500,
         subscriber: ActorRef | None = None,
     ) -> None:
@@ -215,6 +221,8 @@ class BrokerRegistrationActor(Actor[RegistrationMessage]):
         self._registration = registration
         self._path = broker_id_path(registration.broker_id)
         self._old_owner_wait_ms = session_timeout_ms if old_owner_wait_ms is None else old_owner_wait_ms
+        self._old_owner_rounds = old_owner_rounds
+        self._old_owner_rounds_waited = 0
         self._retry_backoff_ms = retry_backoff_ms
         self._subscriber = subscriber
         self._subscription: Subscription | None = None
@@ -370,11 +378,16 @@ class BrokerRegistrationActor(Actor[RegistrationMessage]):
             self._create(ctx)
 
     def _on_old_owner_deadline(self, ctx: Context[RegistrationMessage], message: _OldOwnerDeadline) -> None:
-        if self._is_current(message.attempt) and self._state is RegistrationState.AWAITING_OLD_OWNER:
-            self._fail(
-                ctx,
-                f"{self._path} still held by another session after {self._old_owner_wait_ms} ms",
-            )
+        if not self._is_current(message.attempt) or self._state is not RegistrationState.AWAITING_OLD_OWNER:
+            return
+        self._old_owner_rounds_waited += 1
+        if self._old_owner_rounds_waited >= self._old_owner_rounds:
+            waited = self._old_owner_rounds_waited * self._old_owner_wait_ms
+            self._fail(ctx, f"{self._path} still held by another session after {waited} ms")
+            return
+        # Look again (a watch lost with a reconnection must not leave us waiting forever).
+        self._deadline_armed = False
+        self._check_existing(ctx)
 
     # -------------------------------------------------------------------------------- helpers
 
@@ -422,6 +435,7 @@ class BrokerRegistrationActor(Actor[RegistrationMessage]):
 
     def _registered(self, ctx: Context[RegistrationMessage], stat: Stat) -> None:
         ctx.cancel_timer(_DEADLINE_TIMER)
+        self._old_owner_rounds_waited = 0
         self._state = RegistrationState.REGISTERED
         self._broker_epoch = stat.czxid
         self._registrations_total += 1

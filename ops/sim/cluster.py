@@ -228,7 +228,9 @@ class SimCluster:
             error = task.exception() if not task.cancelled() else asyncio.CancelledError()
             assert error is not None
             raise error
-        broker.state = BrokerState.UP
+        if not task.done():
+            broker.state = BrokerState.UP
+        # else: it failed at once; _process_ended marked it down and reported the exit
         return broker
 
     def _process_ended(
@@ -237,17 +239,18 @@ class SimCluster:
         if broker.process is not task:
             return
         error = None if task.cancelled() else task.exception()
+        # Whatever way the process ended, it is gone: its files are closed, its connection to
+        # ZooKeeper drops (the session, if still open, times out), nothing reaches it any more.
+        broker.fs.process_exit()
+        if broker.coordinator is not None:
+            broker.coordinator.abandon()
+        self.network.detach(broker_node(broker.broker_id))
         if broker.state in (BrokerState.UP, BrokerState.STARTING) and not broker.killed:
-            # The process ended on its own: a node failure, or a failed start.
+            # It ended on its own: a node failure, or a failed start.
             broker.exit_reason = repr(error) if error is not None else "exited"
             _log.warning("broker %d exited: %s", broker.broker_id, broker.exit_reason)
             if self.on_exit is not None and started.done():
                 self.on_exit(broker.broker_id, broker.exit_reason)
-            broker.fs.process_exit()
-            if broker.coordinator is not None:
-                broker.coordinator.abandon()
-            if broker.transport is not None:
-                self.network.detach(broker_node(broker.broker_id))
         broker.process = None
         broker.node = None
         broker.stalled = False

@@ -219,14 +219,36 @@ async def test_waits_for_the_old_sessions_znode_to_expire_then_registers(world: 
     assert world.received == [BrokerRegistered(broker_id=BROKER_ID, broker_epoch=stat.czxid)]
 
 
+async def test_keeps_waiting_for_an_old_owner_that_outlives_one_session_timeout(world: World) -> None:
+    """Issue: a broker whose old session outlived one session timeout (a ZooKeeper outage stops the
+    server's clock) gave up registering for good and stayed alive unregistered. It now looks
+    again every session timeout and registers once the old znode goes."""
+    old_session = await world.other_client()
+    await old_session.ensure_path(BROKER_IDS_PATH)
+    await old_session.create(PATH, b"{}", ephemeral=True)
+
+    world.spawn_registration(old_owner_wait_ms=2_000)
+    await world.settle()
+    await world.advance(3_000)  # past one wait: still waiting, not failed
+    assert world.received == []
+    assert world.statistics().state is RegistrationState.AWAITING_OLD_OWNER
+    await old_session.close()
+    await world.settle()
+    stat = await world.coordinator.exists(PATH)
+    assert stat is not None
+    assert world.received == [BrokerRegistered(broker_id=BROKER_ID, broker_epoch=stat.czxid)]
+
+
 async def test_gives_up_when_the_old_owner_outlives_the_bound(world: World) -> None:
     other = await world.other_client()  # stays connected: its znode never goes away
     await other.ensure_path(BROKER_IDS_PATH)
     await other.create(PATH, b"{}", ephemeral=True)
 
-    world.spawn_registration(old_owner_wait_ms=2_000)
+    world.spawn_registration(old_owner_wait_ms=2_000, old_owner_rounds=3)
     await world.settle()
-    await world.advance(1_999)
+    for _ in range(5):  # one second at a time: each round's look-again settles before the next
+        await world.advance(1_000)
+    await world.advance(999)
     assert world.received == []
     await world.advance(1)
     assert len(world.received) == 1
