@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import contextlib
-import functools
 import logging
 import random
 from collections.abc import AsyncIterator, Mapping
@@ -35,7 +34,7 @@ from actors.server.admin.manager import AdminManagerActor
 from actors.server.broker import BrokerActor
 from actors.server.config import BrokerConfig
 from runtime.activity import Activity
-from runtime.clock import Clock
+from runtime.clock import Clock, wait_ms
 from runtime.coordination.base import Coordinator
 from runtime.coordination.errors import NodeExistsError, NoNodeError
 from runtime.errors import RuntimeFailure
@@ -78,11 +77,7 @@ async def controlled_shutdown(node: BrokerNode, clock: Clock) -> bool:
                     attempt, response.error_code.name, len(response.remaining_partitions),
                 )  # fmt: skip
         if attempt < config.controlled_shutdown_max_retries:
-            waited = asyncio.get_running_loop().create_future()
-            clock.call_later(
-                config.controlled_shutdown_retry_backoff_ms, functools.partial(waited.set_result, None)
-            )
-            await waited
+            await wait_ms(clock, config.controlled_shutdown_retry_backoff_ms)
     log.warning("controlled shutdown did not complete; shutting down anyway")
     return False
 

@@ -289,6 +289,7 @@ class BrokerActor(Actor[BrokerMessage]):
         self.watchers: dict[TopicPartition, set[int]] = {}
         self.controller_epoch = 0
         self._deletion_ids = itertools.count(1)
+        self.log_dir_failures_total = 0
         self._pending_deletions: dict[int, _PendingDeletion] = {}
         self.broker_epoch = -1
         self.registered = False
@@ -359,6 +360,19 @@ class BrokerActor(Actor[BrokerMessage]):
     # -------------------------------------------------------------------------------- dispatch
 
     def receive(self, ctx: Context[BrokerMessage], message: BrokerMessage) -> None:
+        try:
+            self._dispatch(ctx, message)
+        except OSError as error:
+            self._log_dir_failed(ctx, error)
+
+    def _log_dir_failed(self, ctx: Context[BrokerMessage], error: OSError) -> None:
+        """Kafka's log-dir failure with one log dir: the broker halts (a restarted broker actor
+        would forget every partition it hosts while ZooKeeper still names it leader)."""
+        self.log_dir_failures_total += 1
+        ctx.log.error("I/O error in log dir %s: %s; halting the broker", self.log_manager.log_dir, error)
+        ctx.halt_node(f"log directory {self.log_manager.log_dir} failed: {error}")
+
+    def _dispatch(self, ctx: Context[BrokerMessage], message: BrokerMessage) -> None:
         match message:
             case ProduceRequest():
                 self._on_produce(ctx, message)
@@ -976,7 +990,9 @@ class BrokerActor(Actor[BrokerMessage]):
     def _on_checkpoint_done(self, ctx: Context[BrokerMessage], message: _CheckpointDone) -> None:
         self._checkpoints_in_flight.discard(message.kind)
         if message.error is not None:
-            # Kafka marks the log dir offline; we crash and let supervision restart the broker actor.
+            if isinstance(message.error, OSError):
+                self._log_dir_failed(ctx, message.error)
+                return
             raise message.error
 
     # ------------------------------------------------------------------------------ statistics

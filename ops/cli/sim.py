@@ -57,6 +57,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def _run_one(arguments: tuple[int, int]) -> tuple[int, str | None, int, float, dict[str, int], int, int, str]:
     seed, steps = arguments
+    logging.basicConfig(level=logging.CRITICAL)  # a worker process: only the outcome matters
     result = run_seed(seed, SimOptions(steps=steps))
     violation = None if result.violation is None else str(result.violation)
     return (

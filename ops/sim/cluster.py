@@ -329,6 +329,8 @@ class SimCluster:
         coordinator = broker.coordinator
         if broker.up and coordinator is not None and coordinator.session_id is not None:
             self.zookeeper.expire_session(coordinator.session_id)
+            # A connected client learns at once and, like aiozk, opens a new session.
+            self._maybe_reconnect(broker)
 
     def disconnect(self, broker_id: int) -> None:
         """Cut one broker from ZooKeeper (not from the other brokers)."""

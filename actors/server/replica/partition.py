@@ -210,6 +210,25 @@ class PartitionActor(Actor[PartitionMessage]):
     # -------------------------------------------------------------------------------- dispatch
 
     def receive(self, ctx: Context[PartitionMessage], message: PartitionMessage) -> None:
+        try:
+            self._dispatch(ctx, message)
+        except OSError as error:
+            self._log_dir_failed(ctx, error, message)
+
+    def _log_dir_failed(self, ctx: Context[PartitionMessage], error: OSError, message: object) -> None:
+        """Kafka's log-dir failure: an I/O error on the only log directory takes it offline and
+        the broker halts. Serving on after a failed write or fsync could acknowledge records a
+        disk did not keep; restarting just this actor would forget nothing the disk lost. The
+        request that hit the error is refused (KAFKA_STORAGE_ERROR, nothing acknowledged), and
+        leadership moves once this broker's session ends."""
+        ctx.log.error(
+            "%s: I/O error in log dir %s: %s; halting the broker", self.tp, self.log_manager.log_dir, error
+        )
+        if isinstance(message, AppendRecords) and ctx.requester is not None:
+            self._reply_append_error(ctx, ErrorCode.KAFKA_STORAGE_ERROR, f"log directory failed: {error}")
+        ctx.halt_node(f"log directory {self.log_manager.log_dir} failed ({self.tp}): {error}")
+
+    def _dispatch(self, ctx: Context[PartitionMessage], message: PartitionMessage) -> None:
         match message:
             case BecomeLeader():
                 self._on_become_leader(ctx, message)
@@ -838,7 +857,9 @@ class PartitionActor(Actor[PartitionMessage]):
     def _on_flush_done(self, ctx: Context[PartitionMessage], message: _FlushDone) -> None:
         self._flush_in_flight = False
         if message.error is not None:
-            # An fsync failure means the disk cannot be trusted: crash, and let supervision act.
+            if isinstance(message.error, OSError):
+                self._log_dir_failed(ctx, message.error, message)
+                return
             raise message.error
         if self.log is not None:
             self.log.complete_flush(message.job, now_ms=ctx.now_ms)
