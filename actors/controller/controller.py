@@ -210,6 +210,9 @@ class ControllerActor(Actor[ControllerMessage]):
         self.coordinator = coordinator
         self.address_book = address_book
         self._paused = False
+        # Whether an election was queued on the current session (a controller started while the
+        # connection was down competes when it comes back).
+        self._elected_this_session = False
         self.logic: ControllerLogic | None = None
         self.generation = 0
         self.queue: deque[_Event] = deque()
@@ -230,6 +233,7 @@ class ControllerActor(Actor[ControllerMessage]):
     def on_start(self, ctx: Context[ControllerMessage]) -> None:
         self._subscription = self.coordinator.subscribe(ctx.message_adapter(_SessionChanged))
         if self.coordinator.session_state is SessionState.CONNECTED:
+            self._elected_this_session = True
             self._enqueue(ctx, _Event(EventKind.ELECT, ctx.now_ns))
 
     def on_stop(self, ctx: Context[ControllerMessage]) -> None:
@@ -287,8 +291,13 @@ class ControllerActor(Actor[ControllerMessage]):
             if self.active:
                 ctx.log.warning("ZooKeeper session lost: resigning as controller")
             self._resign(ctx)
-        elif event.state is SessionState.CONNECTED and event.previous is not SessionState.SUSPENDED:
-            # A new session (first connect, or after an expiry): compete again.
+        elif event.state is SessionState.CONNECTED and (
+            event.previous is not SessionState.SUSPENDED or not self._elected_this_session
+        ):
+            # A new session (first connect, or after an expiry): compete again. So does a
+            # controller that started (or was restarted) while the connection was down: it has
+            # not competed yet.
+            self._elected_this_session = True
             self._enqueue(ctx, _Event(EventKind.ELECT, ctx.now_ns))
 
     def _resign(self, ctx: Context[ControllerMessage]) -> None:
