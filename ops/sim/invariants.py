@@ -3,7 +3,8 @@
 Checked after every settled step of virtual time (cheap, from the actors' state and ZooKeeper):
 
 * ``SingleLeaderPerEpoch``: at most one broker ever leads a partition in one leader epoch.
-* ``MonotonicHighWatermark``: a leader's high watermark never moves backwards within its epoch.
+* ``MonotonicHighWatermark``: a leader's high watermark never moves backwards within its epoch
+  (per leader process).
 * ``LeaderInIsr``: ZooKeeper's leader is in ZooKeeper's ISR, and a leader is in its own ISR.
 * ``IsrWithinReplicas``: the ISR holds assigned replicas only.
 * ``ZkIsrIsTheLeaders``: where ZooKeeper and the leader agree on the leader epoch, ZooKeeper's ISR
@@ -176,7 +177,13 @@ class Checker:
                     "SingleLeaderPerEpoch",
                     f"{tp} epoch {state.leader_epoch}: led by broker {first} and by broker {broker_id}",
                 )
-            hw_key = (tp, state.leader_epoch, broker_id)
+            # Per leader process: a broker restarted into the same epoch (a controller failover does
+            # not bump it) starts from its checkpointed HW, as Kafka's does.
+            hw_key = (
+                tp,
+                state.leader_epoch,
+                broker_id * 1_000_000 + self.cluster.brokers[broker_id].incarnation,
+            )
             high_watermark = actor.log.high_watermark
             highest = self._high_watermarks.get(hw_key, -1)
             if high_watermark < highest:

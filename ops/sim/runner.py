@@ -552,7 +552,7 @@ class _Run:
             why_not = self._power_loss_forbidden(action.broker)
             if why_not is not None:
                 return self._skip(action, why_not)
-        elif kind not in (FaultKind.CONTROLLER_CUT,):
+        elif kind is not FaultKind.CONTROLLER_CUT:
             why_not = self._outage_forbidden(action.broker)
             if why_not is not None:
                 return self._skip(action, why_not)
@@ -733,23 +733,37 @@ class _Run:
 
     def _update_outstanding_power_loss(self) -> None:
         for broker_id in list(self._outstanding_power_loss):
-            broker = self.cluster.brokers[broker_id]
-            if not broker.up:
-                continue
-            caught_up = True
-            for topic in self.topics.values():
-                if not topic.alive:
-                    continue
-                for tp in topic.tps():
-                    zk = self.checker.zk_state(tp)
-                    if zk is None:
-                        continue
-                    actor = self.cluster.partition_actor(broker_id, tp)
-                    if actor is not None and broker_id not in zk[0].isr:
-                        caught_up = False
-            if caught_up:
+            why_not = self._not_caught_up(broker_id)
+            if why_not is None:
                 self._outstanding_power_loss.discard(broker_id)
                 self.note(f"broker {broker_id} caught up after its power loss")
+
+    def _not_caught_up(self, broker_id: int) -> str | None:
+        """Why ``broker_id`` cannot yet be trusted again after losing power (None once it can):
+        it must be up and registered in this process, and every partition ZooKeeper lists it in
+        the ISR of must have a live leader whose committed records it holds again."""
+        cluster = self.cluster
+        broker = cluster.brokers[broker_id]
+        actor = cluster.broker_actor(broker_id)
+        if not broker.up or actor is None or not actor.registered:
+            return "not up and registered"
+        zookeeper = cluster.zookeeper
+        for topic in zookeeper.peek_children(zk_data.TOPICS_PATH):
+            for partition in zookeeper.peek_children(f"{zk_data.topic_path(topic)}/partitions"):
+                tp = TopicPartition(topic, int(partition))
+                zk = self.checker.zk_state(tp)
+                if zk is None or broker_id not in zk[0].isr:
+                    continue
+                found = self.checker.leader_log(tp)
+                if found is None:
+                    return f"{tp} has no live leader"
+                leader, leader_log, _ = found
+                if leader == broker_id:
+                    return f"{tp} is led by the broker that lost power"
+                own = cluster.log(broker_id, tp)
+                if own is None or own.log_end_offset < leader_log.high_watermark:
+                    return f"{tp} is behind its leader's high watermark"
+        return None
 
 
 def _actor_of_kind(name: str, kind: str) -> bool:
