@@ -266,6 +266,20 @@ class _Run:
         for topic in self.topics.values():
             if topic.alive and topic.consumer is not None:
                 topic.consumer.poll()
+        await self._wait_until_whole()
+        self.note("whole again after healing")
+        # Let consumers and producers finish what is in flight, then whole again, and the checks.
+        for _ in range(6):
+            for topic in self.topics.values():
+                if topic.alive and topic.consumer is not None:
+                    topic.consumer.poll()
+            await cluster.advance(500)
+        await self._wait_until_whole()
+        self.checker.converged()
+        self.checker.deep(final=True)
+
+    async def _wait_until_whole(self) -> None:
+        cluster = self.cluster
         waited = 0
         step_ms = 500
         while True:
@@ -274,7 +288,7 @@ class _Run:
                     await self._start(broker_id)
             reason = self.checker.healed()
             if reason is None:
-                break
+                return
             if waited >= self.options.liveness_bound_ms:
                 raise Failed(
                     Violation(
@@ -286,15 +300,6 @@ class _Run:
             await cluster.advance(step_ms)
             self._raise_background_failure()
             waited += step_ms
-        self.note(f"whole again {waited} ms after healing")
-        # Let consumers and producers finish what is in flight, then the last checks.
-        for _ in range(6):
-            for topic in self.topics.values():
-                if topic.alive and topic.consumer is not None:
-                    topic.consumer.poll()
-            await cluster.advance(500)
-        self.checker.converged()
-        self.checker.deep(final=True)
 
     # ---------------------------------------------------------------------------------- actions
 
