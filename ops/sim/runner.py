@@ -82,6 +82,7 @@ from ops.sim.workload import ConsumerClient, ProducerClient
 from runtime.codec import WireEnvelope
 from runtime.coordination import MemoryCoordinator
 from runtime.coordination.errors import CoordinationError
+from runtime.coordination.session import SessionState
 from runtime.errors import RuntimeFailure, TransportError
 from runtime.ref import ActorRef
 from runtime.transport.sim import LinkBehaviour, LinkFilter
@@ -703,6 +704,18 @@ class _Run:
 
         system.before_handler = before_handler
 
+    def _electable(self, broker_id: int) -> bool:
+        """Up, running and holding its ZooKeeper session: a broker the controller can elect."""
+        broker = self.cluster.brokers[broker_id]
+        coordinator = broker.coordinator
+        return (
+            broker.up
+            and not broker.stalled
+            and not broker.zookeeper_cut
+            and coordinator is not None
+            and coordinator.session_state is SessionState.CONNECTED
+        )
+
     def _outage_forbidden(self, broker_id: int | None) -> str | None:
         """While a broker that lost power has not caught up, it may still be listed in an ISR
         with a log that lost acknowledged records (when it was the controller, or no controller
@@ -731,7 +744,7 @@ class _Run:
                 zk = self.checker.zk_state(tp)
                 if zk is None or broker_id not in zk[0].isr:
                     continue
-                intact = [m for m in zk[0].isr if m != broker_id and self.cluster.brokers[m].up]
+                intact = [m for m in zk[0].isr if m != broker_id and self._electable(m)]
                 if not intact:
                     return f"{tp} has no other live ISR member (ISR {list(zk[0].isr)})"
         return None
