@@ -705,11 +705,15 @@ class _Run:
         system.before_handler = before_handler
 
     def _electable(self, broker_id: int) -> bool:
-        """Up, running and holding its ZooKeeper session: a broker the controller can elect."""
+        """Up, running, registered in this process and holding its ZooKeeper session: a broker
+        the controller can elect."""
         broker = self.cluster.brokers[broker_id]
         coordinator = broker.coordinator
+        actor = self.cluster.broker_actor(broker_id)
         return (
-            broker.up
+            actor is not None
+            and actor.registered
+            and broker.up
             and not broker.stalled
             and not broker.zookeeper_cut
             and coordinator is not None
