@@ -270,6 +270,7 @@ class ControllerLogic:
         preferred = yield Watched(
             ZkExists(zk_data.PREFERRED_REPLICA_ELECTION_PATH, watch=True), WatchKind.PREFERRED_ELECTION
         )
+        yield from self._forget_restarts_nobody_handled()
         # Everyone learns the brokers and every partition, then replicas and partitions start.
         self.batch.add_update_metadata(context.live_or_shutting_down_ids(), None)
         yield from self._start_replica_state_machine()
@@ -292,6 +293,7 @@ class ControllerLogic:
                 leadership = self._decode_state(tp, found)
                 if leadership is not None:
                     context.leadership[tp] = leadership
+                    context.state_mzxid[tp] = found[1].mzxid
 
     def _load_topic_configs(self, topics: list[str]) -> Script:
         paths = {topic: zk_data.topic_config_path(topic) for topic in topics}
@@ -322,6 +324,33 @@ class ControllerLogic:
             controller_epoch=state.controller_epoch,
             zk_version=stat.version,
         )
+
+    def _forget_restarts_nobody_handled(self) -> Script:
+        """A broker that restarted while no controller was running (it was the controller, or
+        every controller was down) was never handled as bounced: ZooKeeper still names it leader
+        or ISR member as its previous process was, though the new process may have lost what was
+        not flushed. A registration newer than the partition state's last write (broker epoch >
+        mzxid) proves the restart; such replicas leave the ISR (a sole member stays) and lose the
+        leadership, exactly what the controller does for a bounced broker it sees. Kafka 2.4 keeps
+        them, and can elect a leader whose log lost acknowledged records."""
+        context = self.context
+        by_broker: dict[BrokerId, list[TopicPartition]] = {}
+        for tp, leadership in sorted(context.leadership.items()):
+            if tp.topic in context.topics_to_delete:
+                continue
+            written = context.state_mzxid.get(tp)
+            if written is None:
+                continue
+            for broker_id in sorted({*leadership.isr, leadership.leader}):
+                live = context.live_brokers.get(broker_id)
+                if live is not None and live.broker_epoch > written:
+                    by_broker.setdefault(broker_id, []).append(tp)
+        for broker_id, tps in sorted(by_broker.items()):
+            _log.info(
+                "broker %d restarted after the last change of %s: treating it as bounced",
+                broker_id, ", ".join(str(tp) for tp in tps),
+            )  # fmt: skip
+            yield from self._remove_replica_from_isr(broker_id, tps)
 
     def _start_replica_state_machine(self) -> Script:
         context = self.context

@@ -106,6 +106,9 @@ class ControllerContext:
     partition_states: dict[TopicPartition, PartitionMachineState] = field(default_factory=dict)
     replica_states: dict[tuple[TopicPartition, BrokerId], ReplicaMachineState] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
+    # The zxid of the last write of each partition state znode (its Stat's mzxid), as loaded at
+    # failover: a broker registered after it (a larger broker epoch) restarted since.
+    state_mzxid: dict[TopicPartition, int] = field(default_factory=dict)
     topic_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------ queries
@@ -195,6 +198,7 @@ class ControllerContext:
     def remove_topic(self, topic: str) -> None:
         for tp in self.partitions_of(topic):
             self.leadership.pop(tp, None)
+            self.state_mzxid.pop(tp, None)
             self.partition_states.pop(tp, None)
             for broker_id in self.replicas(tp):
                 self.replica_states.pop((tp, broker_id), None)
