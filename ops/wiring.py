@@ -42,6 +42,7 @@ from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
 from runtime.storage.fs import FileSystem
 from runtime.storage.log_manager import LogManager
+from runtime.supervision import SupervisorStrategy
 from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
 from runtime.transport.base import Transport
@@ -206,6 +207,10 @@ async def broker_node_context(
                     address_book=adapters.address_book,
                     cluster_id=effective_cluster_id,
                 ),
+                # The broker actor holds what this broker hosts, its registration and its epochs:
+                # restarted empty it would serve nothing while ZooKeeper still names it leader.
+                # A crash there ends the node (its supervisor restarts the process) instead.
+                supervision=SupervisorStrategy.escalate(),
             )
             admin = system.spawn(
                 ADMIN_ACTOR_NAME,
