@@ -2,8 +2,9 @@
 produces, and fetch/epoch errors through the broker's request path (docs/replication.md §2.4, §5,
 docs/controller.md §5, docs/scenarios.md §2 #11/#14/#16; docs/leader-epochs.md §4 KIP-320).
 
-Real brokers in one process on virtual time (``tests/support/cluster.py``); the test plays the
-controller.
+Real brokers in one process on virtual time, with the real controller (``tests/support/cluster.py``):
+leadership changes come from the controller, driven by faults, clean stops and elections. Only the
+fencing tests send LeaderAndIsr by hand, as a stale or forged controller would.
 """
 
 from __future__ import annotations
@@ -21,28 +22,26 @@ from actors.common.protocol import (
 )
 from actors.common.types import TopicPartition
 from actors.server.replica.partition_state import Role
-from tests.support.cluster import InProcessCluster, batch
+from tests.support.cluster import InProcessCluster, batch, started
 
 pytestmark = pytest.mark.asyncio
 
 TP = TopicPartition("orders", 0)
 
 
-async def brokers(*ids: int, **overrides: object) -> InProcessCluster:
-    cluster = InProcessCluster(config_overrides=dict(overrides))
-    await cluster.__aenter__()
-    for broker_id in ids:
-        await cluster.start_broker(broker_id)
-    return cluster
-
-
 def state(
-    *, leader: int, leader_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...], zk_version: int = 0
+    *,
+    leader: int,
+    leader_epoch: int,
+    isr: tuple[int, ...],
+    replicas: tuple[int, ...],
+    zk_version: int = 0,
+    controller_epoch: int = 1,
 ) -> LeaderAndIsrPartitionState:
     return LeaderAndIsrPartitionState(
         topic=TP.topic,
         partition=TP.partition,
-        controller_epoch=1,
+        controller_epoch=controller_epoch,
         leader=leader,
         leader_epoch=leader_epoch,
         isr=isr,
@@ -51,54 +50,68 @@ def state(
     )
 
 
+def requests_total(cluster: InProcessCluster, broker_id: int, kind: str) -> int:
+    return cluster.broker(broker_id).statistics().requests_total.get(kind, 0)
+
+
 # ---------------------------------------------------------------- LeaderAndIsr fencing (docs/controller.md
 # §5)
 
 
 async def test_same_leader_with_a_higher_epoch_makes_the_follower_truncate_exactly_once() -> None:
     """docs/scenarios.md §2 #11 (testMakeFollowerWithNoLeaderIdChange,
-    testBecomeFollowerWhenLeaderIsUnchangedBut MissedLeaderUpdate): follower of broker 1 at epoch 1;
-    LeaderAndIsr with the same leader and epoch 4 → the follower steps run and the fetcher truncates once (one
-    OffsetsForLeaderEpoch); epoch 4 again → skipped, STALE_CONTROLLER_EPOCH for the partition."""
-    cluster = await brokers(1, 2, min_insync_replicas=1)
+    testBecomeFollowerWhenLeaderIsUnchangedBut MissedLeaderUpdate): follower of broker 1 at epoch 0; the
+    controller takes broker 3 out of the ISR (its controlled shutdown), which bumps the leader epoch with the
+    same leader → the follower steps run and the fetcher truncates once (one OffsetsForLeaderEpoch); that
+    LeaderAndIsr again (a duplicate, as a controller replays it) → skipped, STALE_CONTROLLER_EPOCH for the
+    partition."""
+    cluster = await started(4, 1, 2, 3, min_insync_replicas=1)  # broker 4: the controller, no replica
     try:
-        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=1)
+        await cluster.create_topic(TP.topic, {0: (1, 2, 3)})
         await cluster.complete(cluster.produce(1, TP, batch(b"a")))
         assert cluster.log(2, TP).log_end_offset == 1
-        epoch_requests = cluster.broker(1).statistics().requests_total.get("OffsetsForLeaderEpoch", 0)
+        assert cluster.partition(2, TP).state.leader_epoch == 0
+        epoch_requests = requests_total(cluster, 1, "OffsetsForLeaderEpoch")
         assert epoch_requests == 0  # the follower's log was empty when it started following
 
-        responses = await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=4)
-        assert responses[2].partitions[0].error_code is ErrorCode.NONE
-        assert cluster.partition(2, TP).state.leader_epoch == 4
-        assert cluster.broker(1).statistics().requests_total["OffsetsForLeaderEpoch"] == 1
+        await cluster.stop_broker(3)
+        zk_state = await cluster.wait_for_leader(TP, 1, epoch=1)
+        assert zk_state.isr == (1, 2)
+        assert cluster.partition(2, TP).state.role is Role.FOLLOWER
+        assert cluster.partition(2, TP).state.leader_epoch == 1
+        assert requests_total(cluster, 1, "OffsetsForLeaderEpoch") == 1
         assert cluster.log(2, TP).log_end_offset == 1
 
-        again = await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=4)
+        replayed = cluster.current_leader_and_isr(TP)
+        assert (replayed.leader, replayed.leader_epoch) == (1, 1)
         for broker_id in (1, 2):
-            assert again[broker_id].error_code is ErrorCode.NONE
-            assert again[broker_id].partitions[0].error_code is ErrorCode.STALE_CONTROLLER_EPOCH
+            again = await cluster.send_leader_and_isr(broker_id, replayed)
+            assert again.error_code is ErrorCode.NONE
+            assert again.partitions[0].error_code is ErrorCode.STALE_CONTROLLER_EPOCH
         await cluster.advance(1_000)
-        assert cluster.broker(1).statistics().requests_total["OffsetsForLeaderEpoch"] == 1
+        assert requests_total(cluster, 1, "OffsetsForLeaderEpoch") == 1
     finally:
         await cluster.__aexit__(None, None, None)
 
 
 async def test_leader_and_isr_with_an_equal_or_lower_leader_epoch_is_stale_per_partition() -> None:
     """docs/controller.md §5: only a higher leader epoch is applied; equal or lower → STALE_CONTROLLER_EPOCH
-    for that partition, while the other partitions of the request are applied."""
+    for that partition, while the other partitions of the request are applied. The request comes from a
+    forged controller (the active one's id and epoch); the partition reached leader epoch 1 for real."""
     other = TopicPartition("orders", 1)
-    cluster = await brokers(1)
+    cluster = await started(1, 2)
     try:
-        await cluster.make_leader(TP, leader=1, isr=[1], replicas=[1], leader_epoch=5)
+        await cluster.create_topic(TP.topic, {0: (1, 2)})
+        await cluster.stop_broker(2)  # its controlled shutdown takes it out of the ISR: epoch 1
+        await cluster.wait_for_leader(TP, 1, epoch=1)
         fresh = LeaderAndIsrPartitionState(
             topic=other.topic, partition=other.partition, controller_epoch=1, leader=1, leader_epoch=0,
             isr=(1,), zk_version=0, replicas=(1,),
         )  # fmt: skip
         response = await cluster.send_leader_and_isr(
             1,
-            state(leader=1, leader_epoch=5, isr=(1,), replicas=(1,)),
-            state(leader=1, leader_epoch=4, isr=(1,), replicas=(1,)),
+            state(leader=1, leader_epoch=1, isr=(1,), replicas=(1,)),
+            state(leader=1, leader_epoch=0, isr=(1,), replicas=(1,)),
             fresh,
         )
         assert response.error_code is ErrorCode.NONE
@@ -107,7 +120,7 @@ async def test_leader_and_isr_with_an_equal_or_lower_leader_epoch_is_stale_per_p
             ErrorCode.STALE_CONTROLLER_EPOCH,
             ErrorCode.NONE,
         ]
-        assert cluster.partition(1, TP).state.leader_epoch == 5
+        assert cluster.partition(1, TP).state.leader_epoch == 1
         assert cluster.partition(1, other).state.role is Role.LEADER
     finally:
         await cluster.__aexit__(None, None, None)
@@ -115,20 +128,25 @@ async def test_leader_and_isr_with_an_equal_or_lower_leader_epoch_is_stale_per_p
 
 async def test_leader_and_isr_from_an_older_controller_is_stale_as_a_whole() -> None:
     """docs/controller.md §2/§5: a lower controller epoch than the highest seen → STALE_CONTROLLER_EPOCH for
-    the whole request, and none of it is applied (not even a higher leader epoch)."""
-    cluster = await brokers(1, 2)
+    the whole request, and none of it is applied (not even a higher leader epoch). The controller (broker 3,
+    epoch 1) loses its session and a new one (epoch 2) takes over; the old one's request arrives late."""
+    cluster = await started(3, 1, 2)
     try:
-        cluster.controller_epoch = 3
-        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2])
+        await cluster.create_topic(TP.topic, {0: (1, 2)})
+        assert (cluster.controller_id(), cluster.controller_epoch()) == (3, 1)
+        cluster.expire_session(3)
+        await cluster.wait_for(
+            lambda: cluster.controller_epoch() == 2 and cluster.broker(1).controller_epoch == 2
+        )
         response = await cluster.send_leader_and_isr(
-            1, state(leader=2, leader_epoch=9, isr=(2,), replicas=(1, 2)), controller_epoch=2
+            1, state(leader=2, leader_epoch=9, isr=(2,), replicas=(1, 2)), controller_epoch=1, controller_id=3
         )
         assert response.error_code is ErrorCode.STALE_CONTROLLER_EPOCH
         assert response.partitions == ()
         partition = cluster.partition(1, TP)
         assert (partition.state.role, partition.state.leader_epoch) == (Role.LEADER, 0)
         stats = cluster.broker(1).statistics()
-        assert stats.controller_epoch == 3
+        assert stats.controller_epoch == 2
         assert stats.request_errors_total[("LeaderAndIsr", "STALE_CONTROLLER_EPOCH")] == 1
     finally:
         await cluster.__aexit__(None, None, None)
@@ -140,15 +158,21 @@ async def test_leader_and_isr_from_an_older_controller_is_stale_as_a_whole() -> 
 
 async def test_deposed_leader_cannot_change_the_isr_until_a_leader_and_isr_gives_it_the_zk_version() -> None:
     """docs/replication.md §2.4: the controller moved leadership to broker 2 (epoch 1) without broker 1
-    hearing of it. Broker 1 still leads epoch 0 in its own view and accepts an acks=all write its former
-    followers never fetch; its shrink is a conditional write on the old zkVersion: it fails, is counted, and
-    fails again at every isr-expiration run, so the write is never acknowledged. Once a LeaderAndIsr (epoch 2)
-    gives broker 1 the current zkVersion, its next shrink succeeds."""
-    cluster = await brokers(1, 2, 3)
+    hearing of it: broker 1 is cut from the other brokers and its ZooKeeper session expires (it gets a new
+    one at once), so the controller elects broker 2 and its LeaderAndIsr to broker 1 is lost. Broker 1
+    still leads epoch 0 in its own view and accepts an acks=all write its former followers never fetch; its
+    shrink is a conditional write on the old zkVersion: it fails, is counted, and fails again at every
+    isr-expiration run, so the write is never acknowledged. Once the network heals, broker 1 follows and
+    rejoins; a preferred replica election (epoch 2) gives it the current zkVersion, and when its followers
+    then fall behind its shrink succeeds."""
+    cluster = await started(4, 1, 2, 3)  # broker 4: the controller, no replica
     try:
-        await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
-        await cluster.make_leader(TP, leader=2, isr=[2, 3], replicas=[1, 2, 3], recipients=[2, 3])
-        _, moved_version = await cluster.zk_partition_state(TP)
+        await cluster.create_topic(TP.topic, {0: (1, 2, 3)})
+        cuts = [cluster.cut(1, other) for other in (2, 3, 4)]
+        cluster.expire_session(1)
+        zk_state = await cluster.wait_for_state(TP, lambda s: s.leader == 2)
+        assert (zk_state.leader_epoch, zk_state.isr) == (1, (2, 3))
+        _, moved_version = cluster.zk_partition_state(TP)
         zombie = cluster.partition(1, TP)
         assert (zombie.state.role, zombie.state.leader_epoch, zombie.state.zk_version) == (Role.LEADER, 0, 0)
 
@@ -163,7 +187,7 @@ async def test_deposed_leader_cannot_change_the_isr_until_a_leader_and_isr_gives
         assert produce.done()
         assert produce.result().partitions[0].error_code is ErrorCode.REQUEST_TIMED_OUT
         assert cluster.log(1, TP).high_watermark == 0
-        zk_state, version = await cluster.zk_partition_state(TP)
+        zk_state, version = cluster.zk_partition_state(TP)
         assert (zk_state.leader, zk_state.leader_epoch, zk_state.isr, version) == (
             2,
             1,
@@ -171,21 +195,28 @@ async def test_deposed_leader_cannot_change_the_isr_until_a_leader_and_isr_gives
             moved_version,
         )
 
-        await cluster.make_leader(
-            TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3], leader_epoch=2, recipients=[1]
-        )
-        _, given_version = await cluster.zk_partition_state(TP)
-        assert zombie.state.zk_version == given_version
+        cluster.heal(*cuts)  # the controller's LeaderAndIsr reaches broker 1: it follows broker 2
+        await cluster.wait_for_isr(TP, {1, 2, 3})
+        await cluster.preferred_replica_election(TP)
+        await cluster.wait_for_leader(TP, 1, epoch=2)
+        _, given_version = cluster.zk_partition_state(TP)
+        leader = cluster.partition(1, TP)
+        assert leader.state.zk_version == given_version
+        # Its followers stop fetching and fall behind: the leader shrinks the ISR, and this time the
+        # conditional write holds.
+        cluster.cut(1, 2)
+        cluster.cut(1, 3)
+        await cluster.complete(cluster.produce(1, TP, batch(b"behind"), acks=1))
         await cluster.advance(15_000)
-        zk_state, version = await cluster.zk_partition_state(TP)
+        zk_state, version = cluster.zk_partition_state(TP)
         assert (zk_state.leader, zk_state.leader_epoch, zk_state.isr, version) == (
             1,
             2,
             (1,),
             given_version + 1,
         )
-        assert zombie.statistics().isr_shrinks_total == 1
-        assert zombie.state.isr == {1}
+        assert leader.statistics().isr_shrinks_total == 1
+        assert leader.state.isr == {1}
     finally:
         await cluster.__aexit__(None, None, None)
 
@@ -196,17 +227,23 @@ async def test_deposed_leader_cannot_change_the_isr_until_a_leader_and_isr_gives
 
 async def test_parked_acks_all_produce_answers_not_leader_when_the_broker_becomes_follower() -> None:
     """docs/scenarios.md §2 #14 (ReplicaManagerTest.testClearPurgatoryOnBecomingFollower): an acks=-1 produce
-    is parked on broker 1 (broker 3 pins the HW); LeaderAndIsr makes broker 1 a follower of broker 2 (epoch 1)
-    → the produce completes with NOT_LEADER_OR_FOLLOWER."""
-    cluster = await brokers(1, 2, 3)
+    is parked on broker 1 (broker 3 pins the HW); a preferred replica election makes broker 1 a follower of
+    broker 2 (epoch 1) → the produce completes with NOT_LEADER_OR_FOLLOWER."""
+    cluster = await started(1, 3, others=(2,))
     try:
-        await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
-        await cluster.stop_broker(3)
+        # Broker 2, the preferred replica, is down when the topic is created: broker 1 leads.
+        await cluster.create_topic(TP.topic, {0: (2, 1, 3)})
+        await cluster.start_broker(2)
+        await cluster.wait_for_isr(TP, {1, 2, 3})
+        assert cluster.zk_partition_state(TP)[0].leader == 1
+        cluster.cut(1, 3)  # broker 3 stays in the ISR but cannot fetch
         produce = asyncio.ensure_future(cluster.produce(1, TP, batch(b"a")))
         await cluster.advance(1_000)
         assert not produce.done()
         assert cluster.partition(1, TP).statistics().delayed_produces == 1
-        await cluster.make_leader(TP, leader=2, isr=[1, 2], replicas=[1, 2, 3])
+        await cluster.preferred_replica_election(TP)
+        zk_state, _ = cluster.zk_partition_state(TP)
+        assert (zk_state.leader, zk_state.leader_epoch) == (2, 1)
         await cluster.settle()
         assert produce.done()
         assert produce.result().partitions[0].error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -218,10 +255,10 @@ async def test_parked_acks_all_produce_answers_not_leader_when_the_broker_become
 async def test_parked_acks_all_produce_times_out_with_request_timed_out() -> None:
     """docs/scenarios.md §2 #16: neither the HW nor the ISR moves within the produce's timeout (1500 ms; the
     lag bound is 10 s) → REQUEST_TIMED_OUT at 1500 ms, counted by the broker."""
-    cluster = await brokers(1, 2, 3)
+    cluster = await started(1, 2, 3)
     try:
-        await cluster.make_leader(TP, leader=1, isr=[1, 2, 3], replicas=[1, 2, 3])
-        await cluster.stop_broker(3)
+        await cluster.create_topic(TP.topic, {0: (1, 2, 3)})
+        cluster.cut(1, 3)  # broker 3 stays in the ISR but cannot fetch
         sent_at = cluster.clock.now_ms()
         produce = asyncio.ensure_future(cluster.produce(1, TP, batch(b"a"), timeout_ms=1_500))
         await cluster.advance(1_499)
@@ -244,10 +281,10 @@ async def test_parked_acks_all_produce_times_out_with_request_timed_out() -> Non
 async def test_consumer_fetch_above_the_log_end_is_offset_out_of_range() -> None:
     """docs/replication.md §4.2/§5.2 through the broker: above the HW (≤ LEO) nothing and no error; above the
     LEO OFFSET_OUT_OF_RANGE."""
-    cluster = await brokers(1, 2, min_insync_replicas=1)
+    cluster = await started(1, 2, min_insync_replicas=1)
     try:
-        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2])
-        await cluster.stop_broker(2)
+        await cluster.create_topic(TP.topic, {0: (1, 2)})
+        cluster.cut(1, 2)  # broker 2 stays in the ISR but cannot fetch: the HW stays at 0
         await cluster.complete(cluster.produce(1, TP, batch(b"a", b"b"), acks=1))
         assert (cluster.log(1, TP).high_watermark, cluster.log(1, TP).log_end_offset) == (0, 2)
         at_leo = await cluster.complete(cluster.fetch(1, TP, 2))
@@ -266,10 +303,16 @@ async def test_fetch_and_offsets_for_leader_epoch_are_fenced_through_the_broker(
     current_leader_epoch: int, expected: ErrorCode
 ) -> None:
     """KIP-320 (docs/leader-epochs.md §4): a request naming an older leader epoch → FENCED_LEADER_EPOCH,
-    a newer one → UNKNOWN_LEADER_EPOCH, per partition, for Fetch and OffsetsForLeaderEpoch."""
-    cluster = await brokers(1, min_insync_replicas=1)
+    a newer one → UNKNOWN_LEADER_EPOCH, per partition, for Fetch and OffsetsForLeaderEpoch. Broker 1 leads
+    epoch 2: twice, broker 2 stopped cleanly (out of the ISR: epoch + 1) and came back."""
+    cluster = await started(1, 2, min_insync_replicas=1)
     try:
-        await cluster.make_leader(TP, leader=1, isr=[1], replicas=[1], leader_epoch=2)
+        await cluster.create_topic(TP.topic, {0: (1, 2)})
+        for _ in range(2):
+            await cluster.stop_broker(2)
+            await cluster.start_broker(2)
+            await cluster.wait_for_isr(TP, {1, 2})
+        assert cluster.partition(1, TP).state.leader_epoch == 2
         await cluster.complete(cluster.produce(1, TP, batch(b"a")))
         fetched = await cluster.complete(cluster.fetch(1, TP, 0, leader_epoch=current_leader_epoch))
         assert fetched.partitions[0].error_code is expected
@@ -292,22 +335,28 @@ async def test_a_restarted_replica_fetcher_resumes_the_partitions_the_broker_gav
     leader answers an OffsetsForLeaderEpoch with a partition that was not asked about, which the
     fetcher treats as an illegal state (Kafka's IllegalStateException) and crashes on. Its
     supervisor restarts it; it must pick up the partitions the broker handed it, truncate again
-    and replicate, so an acks=all write still completes with the follower in the ISR."""
-    cluster = await brokers(1, 2)
+    and replicate, so an acks=all write still completes with the follower in the ISR. The
+    OffsetsForLeaderEpoch follows a new leader epoch (broker 3 stopped cleanly: out of the ISR)."""
+    cluster = await started(1, 2, 3)
     try:
-        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2])
+        await cluster.create_topic(TP.topic, {0: (1, 2, 3)})
         await cluster.complete(cluster.produce(1, TP, batch(b"a")))
         assert cluster.log(2, TP).log_end_offset == 1
+
+        ghosts: list[OffsetsForLeaderEpochResponse] = []
 
         def answer_with_a_ghost(reply: object) -> object:
             if not isinstance(reply, OffsetsForLeaderEpochResponse):
                 return reply
             cluster.network.rewrite_replies = None  # once
             ghost = OffsetForLeaderEpochResult(topic="ghost", partition=0, error_code=ErrorCode.NONE)
-            return OffsetsForLeaderEpochResponse(partitions=(*reply.partitions, ghost))
+            ghosts.append(OffsetsForLeaderEpochResponse(partitions=(*reply.partitions, ghost)))
+            return ghosts[-1]
 
         cluster.network.rewrite_replies = answer_with_a_ghost
-        await cluster.make_leader(TP, leader=1, isr=[1, 2], replicas=[1, 2], leader_epoch=1)
+        await cluster.stop_broker(3)
+        await cluster.wait_for_leader(TP, 1, epoch=1)
+        assert len(ghosts) == 1  # the follower asked where its epoch ends, and got the ghost
         await cluster.advance(1_000)  # the supervisor's restart back-off
         node = cluster.brokers[2].node
         assert node is not None

@@ -47,7 +47,9 @@ def consumer(cluster: InProcessCluster, name: str = "consumer", **config: object
 
 
 async def poll(cluster: InProcessCluster, ref: ActorRef, timeout_ms: int = 1_000) -> PollResult:
-    result = await cluster.complete(cluster.client_node.ask(ref, Poll(timeout_ms), timeout_ms=timeout_ms + 60_000))
+    result = await cluster.complete(
+        cluster.client_node.ask(ref, Poll(timeout_ms), timeout_ms=timeout_ms + 60_000)
+    )
     assert isinstance(result, PollResult)
     return result
 

@@ -8,6 +8,7 @@ leads; the tests create topics and inject faults (network cuts, stalls, kills).
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.asyncio
 TP = TopicPartition("orders", 0)
 
 
-async def three_brokers(**overrides: object) -> InProcessCluster:
+async def three_brokers(**overrides: Any) -> InProcessCluster:
     """Brokers 1, 2, 3 (broker 1 is the controller) and ``orders`` on [1, 2, 3], led by 1."""
     cluster = await started(1, 2, 3, **overrides)
     await cluster.create_topic(TP.topic, {0: (1, 2, 3)})

@@ -1,10 +1,11 @@
 """The JSON API over real HTTP on loopback, in front of an in-process three-broker cluster.
 
 The API is served by broker 1's node (as ``ops/broker_main.py`` serves it) through the runtime's
-``HttpServer``; the brokers run on virtual time over the memory network. Every answer in this module
-is checked against the OpenAPI document: a test middleware tags each response with the route that
-served it, and ``Api.call`` validates the body against the documented schema for that route, method
-and status (an undocumented status fails). Waits are replies and ``cluster.complete`` (virtual time).
+``HttpServer``; the brokers run the real controller on virtual time over the simulated network.
+Every answer in this module is checked against the OpenAPI document: a test middleware tags each
+response with the route that served it, and ``Api.call`` validates the body against the documented
+schema for that route, method and status (an undocumented status fails). Waits are replies and
+``cluster.complete`` (virtual time), and the arrival of a request at the server (an event).
 """
 
 from __future__ import annotations
@@ -28,12 +29,16 @@ from referencing.jsonschema import DRAFT202012
 
 from actors.clients.producer.partitioner import keyed_partition
 from actors.common.errors import ErrorCode
-from actors.common.protocol import LeaderAndIsrPartitionState
+from actors.common.names import broker_node
+from actors.common.protocol import UpdateMetadataRequest
 from actors.common.types import TopicPartition
+from actors.server.replica.partition_state import Role
 from ops.json_api.routes import JsonApi, json_api_routes
 from ops.json_api.schema import openapi_document
 from ops.wiring import BrokerNode
+from runtime.codec import WireEnvelope
 from runtime.transport.http import HttpServer
+from runtime.transport.sim import LinkFilter
 from tests.support.cluster import InProcessCluster
 
 pytestmark = pytest.mark.asyncio
@@ -44,6 +49,7 @@ BODY_LIMIT = 64 * 1024
 RECORD_CAP = 200
 ROUTE_HEADER = "X-Test-Route"
 ORDERS = "orders"  # 3 partitions, leaders 1, 2, 3, ISR of 3
+ORDERS_REPLICAS = {0: (1, 2, 3), 1: (2, 3, 1), 2: (3, 1, 2)}  # the controller elects the first
 THIN = "thin"  # 1 partition led by broker 1 whose ISR is only the leader
 
 
@@ -105,11 +111,30 @@ class Answer:
         return name
 
 
+class Arrivals:
+    """The paths of the requests the server received (an event per arrival, for tests that must
+    know a request is being served before they move virtual time)."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+        self._changed = asyncio.Event()
+
+    def note(self, path: str) -> None:
+        self.paths.append(path)
+        self._changed.set()
+
+    async def received(self, path: str) -> None:
+        while path not in self.paths:
+            self._changed.clear()
+            await self._changed.wait()
+
+
 @dataclass
 class Api:
     cluster: InProcessCluster
     session: aiohttp.ClientSession
     url: str
+    arrivals: Arrivals
 
     async def call(
         self,
@@ -152,26 +177,31 @@ class Api:
         return await self.cluster.complete(call, within_ms=within_ms)
 
 
-@web.middleware
-async def tag_route(
-    request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
-) -> Any:
-    response = await handler(request)
-    resource = request.match_info.route.resource
-    if resource is not None:
-        response.headers[ROUTE_HEADER] = resource.canonical
-    return response
+def tag_route(arrivals: Arrivals) -> Any:
+    @web.middleware
+    async def tag(
+        request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]
+    ) -> Any:
+        arrivals.note(request.path)
+        response = await handler(request)
+        resource = request.match_info.route.resource
+        if resource is not None:
+            response.headers[ROUTE_HEADER] = resource.canonical
+        return response
+
+    return tag
 
 
 @contextlib.asynccontextmanager
 async def serving(json_api: JsonApi, cluster: InProcessCluster) -> AsyncIterator[Api]:
+    arrivals = Arrivals()
     server = HttpServer(
-        "127.0.0.1", 0, routes=json_api.routes(), max_body_bytes=BODY_LIMIT, middlewares=[tag_route]
+        "127.0.0.1", 0, routes=json_api.routes(), max_body_bytes=BODY_LIMIT, middlewares=[tag_route(arrivals)]
     )
     await server.start()
     try:
         async with aiohttp.ClientSession() as session:
-            yield Api(cluster, session, server.url)
+            yield Api(cluster, session, server.url, arrivals)
     finally:
         await server.stop()
 
@@ -183,14 +213,12 @@ def broker_1(cluster: InProcessCluster) -> Callable[[], BrokerNode | None]:
 @pytest_asyncio.fixture
 async def api() -> AsyncIterator[Api]:
     async with InProcessCluster() as cluster:
-        for broker_id in (1, 2, 3):
-            await cluster.start_broker(broker_id)
-        for partition in range(3):
-            await cluster.make_leader(
-                TopicPartition(ORDERS, partition), leader=partition + 1, isr=[1, 2, 3], replicas=[1, 2, 3]
-            )
+        # Broker 2 first: it is the controller, so what it tells broker 1 (which serves the API)
+        # crosses the network, where a test can hold it up.
+        await cluster.start_brokers(2, 1, 3)
+        await cluster.create_topic(ORDERS, ORDERS_REPLICAS)
         # One replica, min.insync.replicas=2: acks=all can never be satisfied.
-        await cluster.make_leader(TopicPartition(THIN, 0), leader=1, isr=[1], replicas=[1])
+        await cluster.create_topic(THIN, {0: (1,)})
         json_api = JsonApi(
             broker_1(cluster), secret=SECRET, max_body_bytes=BODY_LIMIT, max_records_per_request=RECORD_CAP
         )
@@ -383,7 +411,7 @@ async def test_cluster_topics_and_partitions(api: Api) -> None:
     assert isinstance(cluster_id, str)
     assert len(cluster_id) == 22  # /cluster/id, made by the first broker
     assert cluster.body == {
-        "controller_id": 1000,
+        "controller_id": api.cluster.controller_id(),
         "brokers": [{"broker_id": b, "host": f"broker-{b}", "port": 9092, "rack": None} for b in (1, 2, 3)],
     }
     assert (await api.call("GET", "/v1/topics")).body == {"topics": [ORDERS, THIN]}
@@ -394,8 +422,8 @@ async def test_cluster_topics_and_partitions(api: Api) -> None:
         for p in topic.body["partitions"]
     ] == [
         (0, 1, 0, [1, 2, 3], [1, 2, 3]),
-        (1, 2, 0, [1, 2, 3], [1, 2, 3]),
-        (2, 3, 0, [1, 2, 3], [1, 2, 3]),
+        (1, 2, 0, [2, 3, 1], [2, 3, 1]),
+        (2, 3, 0, [3, 1, 2], [3, 1, 2]),
     ]
 
 
@@ -626,12 +654,12 @@ async def test_every_v1_route_needs_the_secret_and_the_document_does_not(api: Ap
 
 
 async def test_without_a_leader_produce_and_read_are_leader_not_available(api: Api) -> None:
+    cluster = api.cluster
     tp = TopicPartition("leaderless", 0)
-    api.cluster.partition_states[tp] = LeaderAndIsrPartitionState(
-        topic=tp.topic, partition=0, controller_epoch=1, leader=-1, leader_epoch=3, isr=(), zk_version=0,
-        replicas=(2,),
-    )  # fmt: skip
-    await api.cluster.update_metadata()
+    await cluster.create_topic(tp.topic, {0: (3,)})
+    # Its only replica dies: once the session is gone the controller marks it offline (leader -1).
+    await cluster.kill(3)
+    await cluster.wait_for(lambda: getattr(cluster.broker(1).metadata.partition_state(tp), "leader", 0) == -1)
     described = await api.call("GET", f"/v1/topics/{tp.topic}")
     assert described.body["partitions"][0]["leader"] == -1
     unkeyed = await api.produce(tp.topic, [{"value": 1}])
@@ -642,28 +670,49 @@ async def test_without_a_leader_produce_and_read_are_leader_not_available(api: A
     assert (read.status, read.error) == (503, "LEADER_NOT_AVAILABLE")
 
 
+def update_metadata_to(broker_id: int) -> LinkFilter:
+    """A link filter losing every UpdateMetadata sent to ``broker_id`` (the controller retries)."""
+
+    def crosses(source: str, target: str, direction: str, envelope: WireEnvelope) -> bool:
+        return not (target == broker_node(broker_id) and isinstance(envelope.message, UpdateMetadataRequest))
+
+    return crosses
+
+
 async def test_reads_and_writes_follow_the_leader_once_metadata_names_it(api: Api) -> None:
-    tp = TopicPartition(ORDERS, 0)
-    await api.produce(ORDERS, [{"value": n, "partition": 0} for n in range(3)])
-    previous = api.cluster.partition_states[tp]
-    moved = LeaderAndIsrPartitionState(
-        topic=tp.topic, partition=0, controller_epoch=1, leader=2, leader_epoch=previous.leader_epoch + 1,
-        isr=(1, 2, 3), zk_version=previous.zk_version, replicas=(1, 2, 3),
-    )  # fmt: skip
-    # Leadership moves, but broker 1 (which serves the API) has not heard of it in its metadata:
-    # the read goes to broker 1 with the old epoch, is fenced, and retries until metadata catches up.
-    for broker_id in (2, 1, 3):
-        await api.cluster.send_leader_and_isr(broker_id, moved)
-    reading = asyncio.ensure_future(api.read(ORDERS, 0, 0))
-    await api.cluster.advance(1_000)
+    cluster = api.cluster
+    tp = TopicPartition("moving", 0)
+    await cluster.create_topic(tp.topic, {0: (3, 2)})  # led by broker 3; broker 1 is no replica
+    # (broker 2 starts fetching the new partition with its next fetch from broker 3: time passes)
+    await api.eventually(api.produce(tp.topic, [{"value": n, "partition": 0} for n in range(3)]))
+    # Leadership moves, but broker 1 (which serves the API) does not hear of it in its metadata:
+    # broker 3's session expires, the controller elects broker 2 (epoch 1) and broker 3, back
+    # at once, follows it. The read goes to broker 3 with the old epoch, is fenced, and retries
+    # until metadata catches up.
+    held = cluster.block(update_metadata_to(1))
+    cluster.expire_session(3)
+
+    def moved() -> bool:
+        followers = [cluster.partition_actor(b, tp) for b in (2, 3)]
+        return all(f is not None and f.state.leader_epoch == 1 for f in followers)
+
+    await cluster.wait_for(moved)
+    assert (cluster.zk_partition_state(tp)[0].leader, cluster.partition(2, tp).state.role) == (2, Role.LEADER)
+    stale = cluster.broker(1).metadata.partition_state(tp)
+    assert stale is not None
+    assert (stale.leader, stale.leader_epoch) == (3, 0)
+    reading = asyncio.ensure_future(api.read(tp.topic, 0, 0))
+    await asyncio.wait_for(api.arrivals.received(f"/v1/topics/{tp.topic}/partitions/0/records"), timeout=30)
+    await cluster.advance(1_000)
     assert not reading.done()
-    api.cluster.partition_states[tp] = moved
-    await api.cluster.update_metadata()
-    answer = await api.cluster.complete(reading, within_ms=5_000)
+    # The read went to broker 3 with the old epoch, and was fenced there.
+    assert cluster.broker(3).statistics().request_errors_total[("FetchConsumer", "FENCED_LEADER_EPOCH")] >= 1
+    cluster.heal(held)
+    answer = await cluster.complete(reading, within_ms=5_000)
     assert [r["value"] for r in answer.body["records"]] == [0, 1, 2]
-    produced = await api.produce(ORDERS, [{"value": 3, "partition": 0}])
+    produced = await api.produce(tp.topic, [{"value": 3, "partition": 0}])
     assert produced.body["records"][0]["offset"] == 3
-    assert api.cluster.log(2, tp).log_end_offset == 4
+    assert cluster.log(2, tp).log_end_offset == 4
 
 
 # ------------------------------------------------------------------------- server conditions

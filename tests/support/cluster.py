@@ -19,8 +19,7 @@ What a test may still do by hand is what a client, a follower or an impostor wou
 
 Network faults beyond SimCluster's link filters: ``network.drop_replies_when`` loses the replies a
 predicate picks (after the target acted on the request; the asker sees the peer as unavailable),
-``network.rewrite_replies`` replaces a reply on its way back (a misbehaving peer), and
-``network.replies_seen`` keeps every reply of the kinds ``network.record_replies`` names.
+and ``network.rewrite_replies`` replaces a reply on its way back (a misbehaving peer).
 
 Time is virtual only: ``advance``, ``complete`` and ``wait_for`` move the shared ManualClock.
 Links have no latency by default (``LinkBehaviour(0, 0)``), so a step's timing is exact.
@@ -32,6 +31,13 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from actors.common.client_protocol import (
+    CreatableTopic,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    TopicConfigEntry,
+)
+from actors.common.errors import ErrorCode
 from actors.common.names import admin_ref, broker_node, broker_ref, controller_ref
 from actors.common.protocol import (
     BrokerEndpoint,
@@ -43,8 +49,6 @@ from actors.common.protocol import (
     LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
-    MetadataRequest,
-    MetadataResponse,
     OffsetForLeaderEpochPartition,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
@@ -65,7 +69,6 @@ from ops.sim.cluster import SimCluster
 from runtime.codec import WireEnvelope
 from runtime.coordination import MemoryCoordinator, NodeExistsError
 from runtime.errors import PeerUnavailableError
-from runtime.ref import ActorRef
 from runtime.rng import node_rng
 from runtime.storage.log import Log
 from runtime.storage.record_builder import SimpleRecord, build_batch
@@ -73,7 +76,7 @@ from runtime.storage.records import iterate_batches
 from runtime.system import ActorSystem
 from runtime.transport.sim import LinkBehaviour, LinkFilter, SimNetwork
 
-__all__ = ["FaultyNetwork", "InProcessCluster", "batch", "values_of"]
+__all__ = ["FaultyNetwork", "InProcessCluster", "batch", "started", "values_of"]
 
 CLIENT = "client"
 # What tests assume of every broker unless they say otherwise (BrokerConfig field names).
@@ -103,16 +106,13 @@ def values_of(records: bytes) -> list[tuple[int, bytes | None]]:
 class FaultyNetwork(SimNetwork):
     """The simulated network, plus faults that look at a reply's content: a reply
     ``drop_replies_when`` picks never arrives (the asker sees the peer as unavailable), though the
-    request was handled; ``rewrite_replies`` may replace a reply on its way back; and every reply
-    whose type is in ``record_replies`` is kept in ``replies_seen``."""
+    request was handled; ``rewrite_replies`` may replace a reply on its way back."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.drop_replies_when: Callable[[object], bool] | None = None
         self.dropped_replies: list[object] = []
         self.rewrite_replies: Callable[[object], object] | None = None
-        self.record_replies: tuple[type, ...] = ()
-        self.replies_seen: list[object] = []
 
     def transfer_reply(self, reply: object) -> object:
         if self.drop_replies_when is not None and self.drop_replies_when(reply):
@@ -120,8 +120,6 @@ class FaultyNetwork(SimNetwork):
             raise PeerUnavailableError("?", "reply lost in the network")
         if self.rewrite_replies is not None:
             reply = self.rewrite_replies(reply)
-        if self.record_replies and isinstance(reply, self.record_replies):
-            self.replies_seen.append(reply)
         return super().transfer_reply(reply)
 
 
@@ -176,8 +174,9 @@ class InProcessCluster(SimCluster):
     # ------------------------------------------------------------------------------ brokers
 
     async def start_broker(self, broker_id: int) -> None:
-        """Start a broker and let it settle: registered, known to the active controller (which
-        is this broker when it is the first one up) and told its partitions' state."""
+        """Start a broker and let it settle: registered (once a killed incarnation's session is
+        gone), known to the active controller (this broker, when it is the first one up), which
+        has finished its work and sent everything it had to send."""
         await self.start(broker_id)
         await self.wait_for(lambda: self._known_to_controller(broker_id), within_ms=30_000, step_ms=10)
 
@@ -199,6 +198,7 @@ class InProcessCluster(SimCluster):
             registration is not None
             and stats.event_queue_size == 0
             and controller.running is None
+            and not any(channel.queue or channel.in_flight for channel in controller.channels.values())
             and broker.controller_epoch == stats.controller_epoch
             and broker.has_current_metadata
         )
@@ -208,11 +208,6 @@ class InProcessCluster(SimCluster):
         with the clean-shutdown marker, the session closes."""
         await self.complete(self.stop(broker_id))
         await self.settle()
-
-    async def restart_broker(self, broker_id: int) -> None:
-        """A clean stop then a start (Kafka's tests' ``bounce``)."""
-        await self.stop_broker(broker_id)
-        await self.start_broker(broker_id)
 
     async def wait_until_gone(self, broker_id: int, *, within_ms: int = 60_000) -> int:
         """After a kill: wait until the broker's session has expired (its registration is gone);
@@ -255,31 +250,48 @@ class InProcessCluster(SimCluster):
         assignment: Mapping[int, Iterable[int]],
         *,
         configs: Mapping[str, str] | None = None,
+        through_admin: int | None = None,
         wait: bool = True,
     ) -> None:
-        """Create a topic as Kafka's ``AdminZkClient.createTopicWithAssignment`` does: the config
-        znode, then ``/brokers/topics/<name>`` with the assignment (brokers that are down may be
-        named). The controller then elects the first live replica of each partition; with
-        ``wait``, until every partition with a live replica is led and every live replica and
-        broker has heard of it."""
+        """Create a topic with this replica assignment. By default as Kafka's
+        ``AdminZkClient.createTopicWithAssignment`` does: the config znode, then
+        ``/brokers/topics/<name>`` (brokers that are down may be named). With ``through_admin``, as
+        a client does: a CreateTopics request to that broker's admin actor, which answers once its
+        metadata names every leader (the brokers named must be registered). The controller then
+        elects the first live replica of each partition; with ``wait``, until every partition with
+        a live replica is led and every live replica and broker has heard of it."""
         partitions = {p: tuple(replicas) for p, replicas in assignment.items()}
-        config_data = zk_data.encode_topic_config(dict(configs or {}))
-        try:
-            await self.operator.create(zk_data.topic_config_path(name), config_data)
-        except NodeExistsError:
-            await self.operator.set(zk_data.topic_config_path(name), config_data, version=-1)
-        await self.operator.create(
-            zk_data.topic_path(name),
-            zk_data.encode_topic_assignment(zk_data.TopicAssignment(partitions=partitions)),
-        )
+        if through_admin is not None:
+            request = CreateTopicsRequest(
+                topics=(
+                    CreatableTopic(
+                        name=name,
+                        assignments=tuple(sorted(partitions.items())),
+                        configs=tuple(TopicConfigEntry(name=k, value=v) for k, v in (configs or {}).items()),
+                    ),
+                ),
+                timeout_ms=30_000,
+            )
+            response = await self.complete(
+                self.client_node.ask(admin_ref(through_admin), request, timeout_ms=60_000), step_ms=10
+            )
+            assert isinstance(response, CreateTopicsResponse)
+            (result,) = response.topics
+            assert result.error_code is ErrorCode.NONE, result
+        else:
+            config_data = zk_data.encode_topic_config(dict(configs or {}))
+            try:
+                await self.operator.create(zk_data.topic_config_path(name), config_data)
+            except NodeExistsError:
+                await self.operator.set(zk_data.topic_config_path(name), config_data, version=-1)
+            await self.operator.create(
+                zk_data.topic_path(name),
+                zk_data.encode_topic_assignment(zk_data.TopicAssignment(partitions=partitions)),
+            )
         if wait:
             for partition, replicas in partitions.items():
                 if any(self.brokers[r].up for r in replicas if r in self.brokers):
                     await self.wait_for_leader(TopicPartition(name, partition))
-
-    async def create_topic_through_admin(self, request: object, *, broker_id: int) -> object:
-        """Send an admin request (CreateTopics...) to a broker's admin actor, as a client does."""
-        return await self.complete(self.client_node.ask(admin_ref(broker_id), request, timeout_ms=60_000))
 
     def zk_partition_state(self, tp: TopicPartition) -> tuple[zk_data.PartitionState, int]:
         """The partition state znode: (state, its zkVersion)."""
@@ -311,8 +323,9 @@ class InProcessCluster(SimCluster):
         return found[1].czxid
 
     async def preferred_replica_election(self, *tps: TopicPartition) -> None:
-        """Ask for a preferred replica election by hand (``/admin/preferred_replica_election``),
-        and wait until the controller has done it (it deletes the znode)."""
+        """Ask for a preferred replica election by hand (``/admin/preferred_replica_election``, as
+        ``kafka-preferred-replica-election.sh`` does) and wait until the controller has done it
+        (it deletes the znode). Waiting for the new leader to settle is the caller's choice."""
         await self.operator.create(
             zk_data.PREFERRED_REPLICA_ELECTION_PATH,
             zk_data.encode_preferred_replica_election(
@@ -320,10 +333,25 @@ class InProcessCluster(SimCluster):
             ),
         )
         await self.wait_for(
-            lambda: self.zookeeper.peek(zk_data.PREFERRED_REPLICA_ELECTION_PATH) is None, within_ms=30_000
+            lambda: self.zookeeper.peek(zk_data.PREFERRED_REPLICA_ELECTION_PATH) is None,
+            within_ms=30_000,
+            step_ms=10,
         )
-        for tp in tps:
-            await self.wait_for_leader(tp)
+
+    def current_leader_and_isr(self, tp: TopicPartition) -> LeaderAndIsrPartitionState:
+        """The partition's state as the controller last wrote it, in LeaderAndIsr form (what a
+        replayed or duplicated controller request carries)."""
+        state, version = self.zk_partition_state(tp)
+        return LeaderAndIsrPartitionState(
+            topic=tp.topic,
+            partition=tp.partition,
+            controller_epoch=state.controller_epoch,
+            leader=state.leader,
+            leader_epoch=state.leader_epoch,
+            isr=state.isr,
+            zk_version=version,
+            replicas=self.assignment(tp),
+        )
 
     def watch_children(self, path: str) -> list[tuple[int, str, bytes]]:
         """Every child znode created under ``path`` from now on: (virtual ms, name, data), noted
@@ -358,7 +386,11 @@ class InProcessCluster(SimCluster):
         if state.leader < 0 or not self.brokers[state.leader].up:
             return False
         leader = self.partition_actor(state.leader, tp)
-        if leader is None or leader.state.role is not Role.LEADER or leader.state.leader_epoch != state.leader_epoch:
+        if (
+            leader is None
+            or leader.state.role is not Role.LEADER
+            or leader.state.leader_epoch != state.leader_epoch
+        ):
             return False
         for replica in self.assignment(tp):
             if replica in self.brokers and self.brokers[replica].up:
@@ -366,8 +398,8 @@ class InProcessCluster(SimCluster):
                 if actor is None or actor.state.leader_epoch != state.leader_epoch:
                     return False
         for broker in self.up_brokers():
-            actor = self.broker_actor(broker.broker_id)
-            cached = None if actor is None else actor.metadata.partition_state(tp)
+            broker_actor = self.broker_actor(broker.broker_id)
+            cached = None if broker_actor is None else broker_actor.metadata.partition_state(tp)
             if cached is None or cached.leader_epoch != state.leader_epoch:
                 return False
         return True
@@ -387,7 +419,9 @@ class InProcessCluster(SimCluster):
             if not self.leader_settled(tp):
                 return False
             state, _ = self.zk_partition_state(tp)
-            return (leader is None or state.leader == leader) and (epoch is None or state.leader_epoch == epoch)
+            return (leader is None or state.leader == leader) and (
+                epoch is None or state.leader_epoch == epoch
+            )
 
         await self.wait_for(done, within_ms=within_ms, step_ms=10)
         return self.zk_partition_state(tp)[0]
@@ -528,22 +562,19 @@ class InProcessCluster(SimCluster):
         assert isinstance(response, OffsetsForLeaderEpochResponse)
         return response
 
-    async def metadata(self, broker_id: int, topics: tuple[str, ...] | None = None) -> MetadataResponse:
-        response = await self.client_node.ask(
-            broker_ref(broker_id), MetadataRequest(topics=topics), timeout_ms=30_000
-        )
-        assert isinstance(response, MetadataResponse)
-        return response
-
-    async def controlled_shutdown_request(self, broker_id: int, *, broker_epoch: int) -> ControlledShutdownResponse:
+    async def controlled_shutdown_request(
+        self, broker_id: int, *, broker_epoch: int
+    ) -> ControlledShutdownResponse:
         """A ControlledShutdown request to the active controller, as broker ``broker_id`` sends it
-        when it stops (``stop_broker`` runs the real one)."""
+        when it stops (``stop_broker`` runs the real one); returns as soon as the answer arrives
+        (virtual time moves 1 ms at a time meanwhile)."""
         response = await self.complete(
             self.client_node.ask(
                 controller_ref(self.controller_id()),
                 ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch),
                 timeout_ms=30_000,
-            )
+            ),
+            step_ms=1,
         )
         assert isinstance(response, ControlledShutdownResponse)
         return response
@@ -567,16 +598,21 @@ class InProcessCluster(SimCluster):
         controller (by default it claims the active controller's id and epoch) to check how a
         broker fences it. Leadership itself is the real controller's."""
         leaders = {state.leader for state in states}
-        response = await self.client_node.ask(
-            broker_ref(broker_id),
-            LeaderAndIsrRequest(
-                controller_id=self.controller_id() if controller_id is None else controller_id,
-                controller_epoch=self.controller_epoch() if controller_epoch is None else controller_epoch,
-                broker_epoch=-1,
-                partition_states=states,
-                live_leaders=tuple(e for e in self.live_endpoints() if e.broker_id in leaders),
+        response = await self.complete(
+            self.client_node.ask(
+                broker_ref(broker_id),
+                LeaderAndIsrRequest(
+                    controller_id=self.controller_id() if controller_id is None else controller_id,
+                    controller_epoch=(
+                        self.controller_epoch() if controller_epoch is None else controller_epoch
+                    ),
+                    broker_epoch=-1,
+                    partition_states=states,
+                    live_leaders=tuple(e for e in self.live_endpoints() if e.broker_id in leaders),
+                ),
+                timeout_ms=30_000,
             ),
-            timeout_ms=30_000,
+            step_ms=1,
         )
         assert isinstance(response, LeaderAndIsrResponse)
         await self.settle()
@@ -586,16 +622,19 @@ class InProcessCluster(SimCluster):
         self, broker_id: int, *, controller_id: int, controller_epoch: int
     ) -> UpdateMetadataResponse:
         """A raw, empty UpdateMetadata: ONLY for a test that plays a stale or forged controller."""
-        response = await self.client_node.ask(
-            broker_ref(broker_id),
-            UpdateMetadataRequest(
-                controller_id=controller_id,
-                controller_epoch=controller_epoch,
-                broker_epoch=-1,
-                partition_states=(),
-                live_brokers=(),
+        response = await self.complete(
+            self.client_node.ask(
+                broker_ref(broker_id),
+                UpdateMetadataRequest(
+                    controller_id=controller_id,
+                    controller_epoch=controller_epoch,
+                    broker_epoch=-1,
+                    partition_states=(),
+                    live_brokers=(),
+                ),
+                timeout_ms=30_000,
             ),
-            timeout_ms=30_000,
+            step_ms=1,
         )
         assert isinstance(response, UpdateMetadataResponse)
         return response
@@ -619,14 +658,28 @@ class InProcessCluster(SimCluster):
         assert log is not None, f"broker {broker_id} has no log for {tp}"
         return log
 
-    def ref(self, broker_id: int) -> ActorRef:
-        return broker_ref(broker_id)
 
-
-async def started(*broker_ids: int, **config: Any) -> InProcessCluster:
-    """A cluster with these brokers started in this order (the first is the controller); the
-    caller ends it with ``await cluster.__aexit__(None, None, None)``."""
-    cluster = InProcessCluster(broker_ids=tuple(sorted(broker_ids)), config_overrides=dict(config))
+async def started(
+    *broker_ids: int,
+    others: tuple[int, ...] = (),
+    session_timeout_ms: int = 6_000,
+    link: LinkBehaviour | None = None,
+    **config: Any,
+) -> InProcessCluster:
+    """A cluster with these brokers started in this order (the first becomes the controller) and
+    ``others`` not started yet; the caller ends it with ``await cluster.__aexit__(None, None, None)``.
+    ``config``: BrokerConfig fields for every broker; ``link``: the network's latency (none by
+    default)."""
+    cluster = InProcessCluster(
+        broker_ids=tuple(sorted({*broker_ids, *others})),
+        config_overrides=dict(config),
+        session_timeout_ms=session_timeout_ms,
+        link=link if link is not None else LinkBehaviour(min_delay_ms=0, max_delay_ms=0),
+    )
     await cluster.__aenter__()
-    await cluster.start_brokers(*broker_ids)
+    try:
+        await cluster.start_brokers(*broker_ids)
+    except BaseException:
+        await cluster.__aexit__(None, None, None)
+        raise
     return cluster
