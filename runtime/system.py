@@ -508,7 +508,15 @@ class ActorSystem:
             if holding is not None:
                 holding.release()
             raise RuntimeError("the actor system is not running (use `async with`)")
-        task = self._task_group.create_task(coroutine)
+        try:
+            task = self._task_group.create_task(coroutine)
+        except RuntimeError:
+            # The node is failing (its task group is shutting down): nothing new starts. A timer
+            # due in the same instant (a supervisor's restart) may still try.
+            coroutine.close()
+            if holding is not None:
+                holding.release()
+            return
         if auxiliary:
             self._auxiliary_tasks.add(task)
             task.add_done_callback(self._auxiliary_tasks.discard)
