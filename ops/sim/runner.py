@@ -699,6 +699,12 @@ class _Run:
             for index, kind in enumerate(wanted):
                 if _actor_of_kind(ref.name, kind):
                     del wanted[index]
+                    if kind == "broker" and self._outage_forbidden(broker_id) is not None:
+                        # A broker actor's crash ends its node: an outage, which must wait.
+                        self.note(
+                            f"skip crashing broker on broker {broker_id}: {self._outage_forbidden(broker_id)}"
+                        )
+                        return
                     self.note(f"crashing {ref.name} on broker {broker_id} in {type(message).__name__}")
                     raise InjectedCrash(f"injected crash in {ref.name} handling {type(message).__name__}")
 
