@@ -124,6 +124,7 @@ class Checker:
     _isr_joined_at: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
     _controllers: dict[int, int] = field(default_factory=dict)
     _last_step_ms: int = -1
+    _decoded: dict[str, tuple[int, tuple[zk_data.PartitionState, int]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------ helpers
 
@@ -139,7 +140,12 @@ class Checker:
         if found is None:
             return None
         data, stat = found
-        return zk_data.decode_partition_state(data, path=path), stat.version
+        cached = self._decoded.get(path)
+        if cached is not None and cached[0] == stat.mzxid:
+            return cached[1]
+        decoded = zk_data.decode_partition_state(data, path=path), stat.version
+        self._decoded[path] = (stat.mzxid, decoded)
+        return decoded
 
     def forget_topic(self, name: str) -> None:
         """A topic was deleted: its epochs start again at 0 when it is created again."""
@@ -206,7 +212,8 @@ class Checker:
     def _check_controllers(self) -> None:
         epochs: dict[int, int] = {}
         for broker_id, controller in self.cluster.active_controllers():
-            epoch = controller.statistics().controller_epoch
+            assert controller.logic is not None
+            epoch = controller.logic.context.controller_epoch
             if epoch in epochs:
                 self.fail(
                     "SingleActiveController",
