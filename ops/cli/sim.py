@@ -24,7 +24,7 @@ from typing import NoReturn
 
 from ops.sim.runner import RunResult, SimOptions, run_seed, shrink
 
-__all__ = ["main", "parse_seed_range"]
+__all__ = ["main", "parse_seed_range", "run_one"]
 
 
 class _ArgumentParser(argparse.ArgumentParser):
@@ -55,7 +55,9 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _run_one(arguments: tuple[int, int]) -> tuple[int, str | None, int, float, dict[str, int], int, int, str]:
+def run_one(arguments: tuple[int, int]) -> tuple[int, str | None, int, float, dict[str, int], int, int, str]:
+    """One seed in a worker process: (seed, violation, virtual ms, wall s, faults by kind,
+    checks, actions, event-log hash)."""
     seed, steps = arguments
     logging.basicConfig(level=logging.CRITICAL)  # a worker process: only the outcome matters
     result = run_seed(seed, SimOptions(steps=steps))
@@ -114,7 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     context = multiprocessing.get_context("spawn")
     with context.Pool(max(1, arguments.jobs)) as pool:
         for done, (seed, violation, virtual, _, kinds, seed_checks, seed_steps, _) in enumerate(
-            pool.imap_unordered(_run_one, [(seed, arguments.steps) for seed in seeds]), 1
+            pool.imap_unordered(run_one, [(seed, arguments.steps) for seed in seeds]), 1
         ):
             faults.update(kinds)
             checks += seed_checks
