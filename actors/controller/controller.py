@@ -49,7 +49,7 @@ from actors.common.types import BrokerId, TopicPartition
 from actors.controller.logic import ControllerLogic, Script, Watched, WatchKind
 from actors.controller.requests import BrokerRequest
 from actors.server import zk_data
-from actors.server.config import BrokerConfig
+from actors.server.config import BrokerConfig, ProtocolFault
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator, WatchEvent
@@ -359,6 +359,7 @@ class ControllerActor(Actor[ControllerMessage]):
                 wall_clock_ms=lambda: ctx.wall_clock_ms,
             )
             self.logic.leader_election_seconds = self._leader_election_seconds
+            self.logic.elect_outside_isr = ProtocolFault.ELECT_OUTSIDE_ISR in self.config.protocol_faults
             return self.logic.elect()
         logic = self.logic
         if kind is EventKind.CONTROLLED_SHUTDOWN:

@@ -145,6 +145,9 @@ class ControllerLogic:
         # Set when a replica's deletion failed on a live broker: the actor retries the deletion
         # event after a back-off.
         self.deletion_retry_wanted = False
+        # The simulation's negative control ProtocolFault.ELECT_OUTSIDE_ISR: every offline
+        # election may pick a replica outside the ISR, as if unclean elections were enabled.
+        self.elect_outside_isr = False
 
     # --------------------------------------------------------------------------------- helpers
 
@@ -586,6 +589,11 @@ class ControllerLogic:
                     context.is_live,
                     unclean_leader_election_enable=self._unclean_enabled(tp.topic),
                 )
+                if self.elect_outside_isr:
+                    live = [r for r in replicas if context.is_live(r)]
+                    if live:
+                        isr = tuple(dict.fromkeys([live[0], *(r for r in current.isr if context.is_live(r))]))
+                        result = ElectionResult(live[0], isr)
             elif kind is ElectionKind.PREFERRED:
                 result = preferred_replica_leader(
                     replicas, current.isr, context.is_live_and_not_shutting_down

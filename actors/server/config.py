@@ -9,9 +9,28 @@ flags and the environment is ``ops/config.py``'s job; these dataclasses only hol
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import enum
+from dataclasses import dataclass, field
 
-__all__ = ["BrokerConfig", "TopicPolicy"]
+__all__ = ["BrokerConfig", "ProtocolFault", "TopicPolicy"]
+
+
+class ProtocolFault(enum.Enum):
+    """Deliberate protocol bugs, for the simulation's negative controls only: a checker that
+    catches nothing proves nothing, so each of these must be caught within a few seeds
+    (``tests/sim/test_negative_controls.py``). No configuration key, flag or environment
+    variable sets them (``ops/config.py`` never does); only code building a ``BrokerConfig``
+    by hand can, and only the simulation does."""
+
+    # A follower truncates to its high watermark instead of asking the leader by leader epoch
+    # (the pre-KIP-101 rule, whose two losses KIP-101 describes).
+    TRUNCATE_TO_HIGH_WATERMARK = "truncate-to-high-watermark"
+    # An acks=all append is accepted and acknowledged whatever the ISR size.
+    SKIP_MIN_INSYNC_CHECK = "skip-min-insync-check"
+    # An offline partition's new leader is the first live replica, in the ISR or not.
+    ELECT_OUTSIDE_ISR = "elect-outside-isr"
+    # A partition actor restarted by its supervisor serves the ISR of its last LeaderAndIsr.
+    FORGET_ISR_ON_RESTART = "forget-isr-on-restart"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -68,6 +87,8 @@ class BrokerConfig:
     log_flush_start_offset_checkpoint_interval_ms: int = 60_000
     log_retention_check_interval_ms: int = 300_000
     log_flush_scheduler_interval_ms: int = 9_223_372_036_854_775_807
+    # The simulation's negative controls (see ProtocolFault); never set from configuration.
+    protocol_faults: frozenset[ProtocolFault] = field(default_factory=frozenset)
 
     def __post_init__(self) -> None:
         if self.broker_id < 0:

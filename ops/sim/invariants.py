@@ -10,6 +10,9 @@ Checked after every settled step of virtual time (cheap, from the actors' state 
 * ``ZkIsrIsTheLeaders``: where ZooKeeper and the leader agree on the leader epoch, ZooKeeper's ISR
   is the leader's committed ISR, or the one it proposed (its write landed before its answer).
 * ``SingleActiveController``: at most one active controller per controller epoch.
+* ``AcknowledgedWithMinInsyncReplicas``: an acks=all record is acknowledged only if, at some
+  moment between its send and its acknowledgement, its leader's ISR had at least
+  ``min.insync.replicas`` members (Kafka's NOT_ENOUGH_REPLICAS rule).
 
 Checked every second of virtual time and at the end (they read logs):
 
@@ -124,6 +127,7 @@ class Checker:
     _isr_joined_at: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
     _controllers: dict[int, int] = field(default_factory=dict)
     _last_step_ms: int = -1
+    _isr_sufficient_at: dict[TopicPartition, int] = field(default_factory=dict)
     _decoded: dict[str, tuple[int, tuple[zk_data.PartitionState, int]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------ helpers
@@ -208,6 +212,28 @@ class Checker:
                 if zk is None:
                     continue
                 self._check_zk_state(topic, tp, zk[0], zk[1])
+        self._check_acknowledged_with_min_isr(now)
+
+    def _check_acknowledged_with_min_isr(self, now: int) -> None:
+        for _, actor in self.cluster.partition_actors():
+            state = actor.state
+            if state.role is Role.LEADER and len(state.maximal_isr) >= actor.policy.min_insync_replicas:
+                self._isr_sufficient_at[state.tp] = now
+        for topic in self.alive_topics():
+            for producer in topic.producers:
+                acked, producer.newly_acked = producer.newly_acked, []
+                if topic.tainted:
+                    continue
+                for outcome in acked:
+                    assert outcome.partition is not None
+                    tp = TopicPartition(topic.name, outcome.partition)
+                    if self._isr_sufficient_at.get(tp, -1) < outcome.sent_ms:
+                        self.fail(
+                            "AcknowledgedWithMinInsyncReplicas",
+                            f"{tp}: {outcome.value!r} was acknowledged at offset {outcome.offset}, though "
+                            f"no leader had min.insync.replicas in its ISR since it was sent "
+                            f"({outcome.sent_ms} ms)",
+                        )
 
     def _check_controllers(self) -> None:
         epochs: dict[int, int] = {}

@@ -56,6 +56,7 @@ from actors.common.names import (
 )
 from actors.common.types import TopicPartition
 from actors.server import zk_data
+from actors.server.config import ProtocolFault
 from ops.sim.cluster import BrokerState, SimCluster
 from ops.sim.events import EventLog
 from ops.sim.invariants import Checker, Failed, TopicModel, Violation
@@ -118,6 +119,8 @@ class SimOptions:
     )
     session_timeout_ms: int = 6_000
     echo: bool = False
+    # Negative controls: deliberate protocol bugs the invariants must catch.
+    protocol_faults: frozenset[ProtocolFault] = frozenset()
 
 
 @dataclass
@@ -150,7 +153,7 @@ class _Run:
         self.cluster = SimCluster(
             broker_ids=options.plan.brokers,
             seed=seed,
-            config_overrides=dict(options.broker_config),
+            config_overrides={**dict(options.broker_config), "protocol_faults": options.protocol_faults},
             session_timeout_ms=options.session_timeout_ms,
             link=LinkBehaviour(min_delay_ms=0, max_delay_ms=3),
         )

@@ -88,6 +88,8 @@ class ProducerClient:
     sequence: int = 0
     ref: ActorRef | None = None
     node: str = ""
+    # Acknowledged since the checker last looked (it drains this list).
+    newly_acked: list[Outcome] = field(default_factory=list)
 
     async def start(self) -> None:
         self.node = f"client-{self.name}"
@@ -126,6 +128,7 @@ class ProducerClient:
         outcome = self.outcomes[completion]
         if isinstance(result, RecordMetadata):
             outcome.partition, outcome.offset, outcome.acked_ms = result.partition, result.offset, now_ms
+            self.newly_acked.append(outcome)
         else:
             outcome.error = type(result).__name__
 

@@ -88,10 +88,17 @@ def truncate_on_leader_epoch(
     log: Log | None,
     log_manager: LogManager,
     message: TruncateOnLeaderEpoch,
+    *,
+    to_high_watermark: bool = False,
 ) -> TruncationResult:
+    """``to_high_watermark`` is the simulation's negative control (ProtocolFault): the pre-KIP-101
+    rule, cutting to the local high watermark whatever the leader answered."""
     error = follower_check(state, log, message.leader_epoch)
     if error is not ErrorCode.NONE or log is None:
         return TruncationResult(error)
+    if to_high_watermark:
+        _truncate(ctx, state, log, log_manager, log.high_watermark, cause="high watermark (negative control)")
+        return TruncationResult(ErrorCode.NONE, log.log_end_offset, True, log.log_end_offset)
     decision = decide_truncation(
         leader_epoch_answer=message.leader_epoch_answer,
         leader_end_offset=message.end_offset,

@@ -61,7 +61,7 @@ from actors.common.protocol import (
 )
 from actors.common.types import TopicPartition
 from actors.server import zk_data
-from actors.server.config import BrokerConfig
+from actors.server.config import BrokerConfig, ProtocolFault
 from actors.server.replica import follower as follower
 from actors.server.replica.messages import (
     AppendAsFollower,
@@ -206,6 +206,8 @@ class PartitionActor(Actor[PartitionMessage]):
         self._notify_broker_on_change = False
         self._flush_in_flight = False
         self._flush_wanted_up_to: int | None = None
+        # The simulation's negative control (ProtocolFault.TRUNCATE_TO_HIGH_WATERMARK).
+        self._truncate_to_high_watermark = ProtocolFault.TRUNCATE_TO_HIGH_WATERMARK in config.protocol_faults
 
     # -------------------------------------------------------------------------------- dispatch
 
@@ -256,7 +258,14 @@ class PartitionActor(Actor[PartitionMessage]):
                 ctx.reply(follower.log_state(self.state, self.log, message))
             case TruncateOnLeaderEpoch():
                 ctx.reply(
-                    follower.truncate_on_leader_epoch(ctx, self.state, self.log, self.log_manager, message)
+                    follower.truncate_on_leader_epoch(
+                        ctx,
+                        self.state,
+                        self.log,
+                        self.log_manager,
+                        message,
+                        to_high_watermark=self._truncate_to_high_watermark,
+                    )
                 )
             case TruncateTo():
                 ctx.reply(follower.truncate_to(ctx, self.state, self.log, self.log_manager, message))
@@ -287,7 +296,7 @@ class PartitionActor(Actor[PartitionMessage]):
         # The broker's last word on our role (also after a supervisor restart, which loses it).
         role = self._initial_role() if self._initial_role is not None else None
         if isinstance(role, BecomeLeader):
-            if self._restarted:
+            if self._restarted and ProtocolFault.FORGET_ISR_ON_RESTART not in self.config.protocol_faults:
                 # The crash lost every ISR change this leader made since that LeaderAndIsr: serving
                 # with its ISR could drop a replica ZooKeeper still lists (a later clean election
                 # of it would lose acknowledged records). Kafka never rebuilds ISR state from an old
@@ -438,7 +447,11 @@ class PartitionActor(Actor[PartitionMessage]):
                 ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.config.broker_id} is not the leader"
             )
             return
-        if message.acks == -1 and len(self.state.isr) < self.policy.min_insync_replicas:
+        if (
+            message.acks == -1
+            and len(self.state.isr) < self.policy.min_insync_replicas
+            and ProtocolFault.SKIP_MIN_INSYNC_CHECK not in self.config.protocol_faults
+        ):
             self._reply_append_error(
                 ctx,
                 ErrorCode.NOT_ENOUGH_REPLICAS,
@@ -502,7 +515,10 @@ class PartitionActor(Actor[PartitionMessage]):
 
     def _acked(self, result: PartitionAppendResult) -> PartitionAppendResult:
         """An acks=-1 append the HW has reached: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
-        if len(self.state.isr) >= self.policy.min_insync_replicas:
+        if (
+            len(self.state.isr) >= self.policy.min_insync_replicas
+            or ProtocolFault.SKIP_MIN_INSYNC_CHECK in self.config.protocol_faults
+        ):
             return result
         return PartitionAppendResult(
             ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
