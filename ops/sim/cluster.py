@@ -89,6 +89,8 @@ class SimBroker:
     killed: bool = False
     # Why the process ended on its own (a node failure), if it did.
     exit_reason: str | None = None
+    # When it last began to go down (stop, kill, exit): -1 if never.
+    went_down_ms: int = -1
 
     @property
     def up(self) -> bool:
@@ -239,6 +241,7 @@ class SimCluster:
         if broker.process is not task:
             return
         error = None if task.cancelled() else task.exception()
+        broker.went_down_ms = self.clock.now_ms()
         # Whatever way the process ended, it is gone: its files are closed, its connection to
         # ZooKeeper drops (the session, if still open, times out), nothing reaches it any more.
         broker.fs.process_exit()
@@ -266,6 +269,7 @@ class SimCluster:
         if broker.state != BrokerState.UP or broker.process is None:
             return
         broker.state = BrokerState.STOPPING
+        broker.went_down_ms = self.clock.now_ms()
         process = broker.process
         assert broker.leave is not None
         broker.leave.set()
@@ -281,6 +285,7 @@ class SimCluster:
     async def _kill_now(self, broker: SimBroker, *, power_loss: bool = False) -> None:
         # Nothing leaves a dead process: cut it from the network before its actors stop.
         broker.killed = True
+        broker.went_down_ms = self.clock.now_ms()
         if broker.transport is not None:
             await broker.transport.stop()
         system = broker.system

@@ -10,9 +10,8 @@ Checked after every settled step of virtual time (cheap, from the actors' state 
 * ``ZkIsrIsTheLeaders``: where ZooKeeper and the leader agree on the leader epoch, ZooKeeper's ISR
   is the leader's committed ISR, or the one it proposed (its write landed before its answer).
 * ``SingleActiveController``: at most one active controller per controller epoch.
-* ``AcknowledgedWithMinInsyncReplicas``: an acks=all record is acknowledged only if, at some
-  moment between its send and its acknowledgement, its leader's ISR had at least
-  ``min.insync.replicas`` members (Kafka's NOT_ENOUGH_REPLICAS rule).
+* ``AcknowledgedOnMinInsyncReplicas``: when its acknowledgement arrives, an acks=all record is in
+  the logs of at least ``min.insync.replicas`` replicas (Kafka's NOT_ENOUGH_REPLICAS rule).
 
 Checked every second of virtual time and at the end (they read logs):
 
@@ -41,6 +40,7 @@ from dataclasses import dataclass, field
 
 from actors.common.types import TopicPartition
 from actors.server import zk_data
+from actors.server.replica.partition import PartitionActor
 from actors.server.replica.partition_state import CommittedIsr, PendingExpandIsr, PendingShrinkIsr, Role
 from ops.sim.cluster import SimCluster
 from ops.sim.workload import ConsumerClient, ProducerClient, parse_value
@@ -88,10 +88,10 @@ class TopicModel:
         return [TopicPartition(self.name, p) for p in range(self.partitions)]
 
 
-def log_values(log: Log, *, below: int | None = None) -> dict[int, bytes | None]:
-    """offset -> value of every record in ``log`` (below ``below`` if given)."""
+def log_values(log: Log, *, below: int | None = None, start: int | None = None) -> dict[int, bytes | None]:
+    """offset -> value of every record in ``log`` (from ``start``, below ``below`` if given)."""
     values: dict[int, bytes | None] = {}
-    start = log.log_start_offset
+    start = log.log_start_offset if start is None else max(start, log.log_start_offset)
     end = log.log_end_offset if below is None else min(below, log.log_end_offset)
     while start < end:
         info = log.read(start, max_bytes=1 << 30, max_offset=end)
@@ -127,13 +127,16 @@ class Checker:
     _isr_joined_at: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
     _controllers: dict[int, int] = field(default_factory=dict)
     _last_step_ms: int = -1
-    _isr_sufficient_at: dict[TopicPartition, int] = field(default_factory=dict)
     _decoded: dict[str, tuple[int, tuple[zk_data.PartitionState, int]]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------ helpers
 
     def fail(self, invariant: str, detail: str) -> None:
         raise Failed(Violation(invariant, self.cluster.clock.now_ms(), detail))
+
+    @property
+    def _by_name(self) -> dict[str, TopicModel]:
+        return {topic.name: topic for topic in self.topics.values() if topic.alive}
 
     def alive_topics(self) -> Iterable[TopicModel]:
         return (topic for topic in self.topics.values() if topic.alive)
@@ -171,7 +174,8 @@ class Checker:
         self._last_step_ms = now
         self.checks_total += 1
         self._check_controllers()
-        for broker_id, actor in self.cluster.partition_actors():
+        hosted = {(broker_id, actor.state.tp): actor for broker_id, actor in self.cluster.partition_actors()}
+        for (broker_id, _), actor in hosted.items():
             state = actor.state
             if state.role is not Role.LEADER or actor.log is None:
                 continue
@@ -203,6 +207,7 @@ class Checker:
                     f"HW {highest} -> {high_watermark}",
                 )
             self._high_watermarks[hw_key] = high_watermark
+            self._check_isr_members_hold_the_high_watermark(broker_id, actor, hosted)
             zk = self.zk_state(tp)
             if zk is not None:
                 self._check_zk_isr_is_the_leaders(broker_id, actor.state, zk)
@@ -214,11 +219,36 @@ class Checker:
                 self._check_zk_state(topic, tp, zk[0], zk[1])
         self._check_acknowledged_with_min_isr(now)
 
+    def _check_isr_members_hold_the_high_watermark(
+        self, leader: int, actor: PartitionActor, hosted: dict[tuple[int, TopicPartition], PartitionActor]
+    ) -> None:
+        """The cheap half of StrongIsr, every step: a member of the leader's ISR that is up ends at
+        or beyond the leader's HW (the deep check compares the records)."""
+        state = actor.state
+        topic = self._by_name.get(state.tp.topic)
+        if topic is None or topic.tainted or actor.policy.min_insync_replicas < 2 or actor.log is None:
+            return
+        high_watermark = actor.log.high_watermark
+        for member in state.isr:
+            if member == leader:
+                continue
+            follower = hosted.get((member, state.tp))
+            if follower is None or follower.log is None:
+                continue
+            lost_at = self.power_lost_at.get(member)
+            if lost_at is not None and lost_at >= self._isr_joined_at.get((state.tp, member), -1):
+                continue
+            if follower.log.log_end_offset < high_watermark:
+                self.fail(
+                    "StrongIsr",
+                    f"{state.tp}: ISR member {member} ends at {follower.log.log_end_offset}, below leader "
+                    f"{leader}'s HW {high_watermark}",
+                )
+
     def _check_acknowledged_with_min_isr(self, now: int) -> None:
-        for _, actor in self.cluster.partition_actors():
-            state = actor.state
-            if state.role is Role.LEADER and len(state.maximal_isr) >= actor.policy.min_insync_replicas:
-                self._isr_sufficient_at[state.tp] = now
+        """When its acknowledgement arrives, an acks=all record is in at least min.insync.replicas
+        replicas' logs (the ISR it was committed in). Brokers that went down since the record was
+        sent cannot be read, so such records are not judged."""
         for topic in self.alive_topics():
             for producer in topic.producers:
                 acked, producer.newly_acked = producer.newly_acked, []
@@ -226,13 +256,33 @@ class Checker:
                     continue
                 for outcome in acked:
                     assert outcome.partition is not None
+                    assert outcome.offset is not None
+                    if any(
+                        b.went_down_ms >= outcome.sent_ms and b.node is None
+                        for b in self.cluster.brokers.values()
+                    ):
+                        continue
                     tp = TopicPartition(topic.name, outcome.partition)
-                    if self._isr_sufficient_at.get(tp, -1) < outcome.sent_ms:
+                    holders = []
+                    required = 0
+                    for broker_id, broker in self.cluster.brokers.items():
+                        # A broker in controlled shutdown still replicates: it counts.
+                        actor = (
+                            self.cluster.partition_actor(broker_id, tp) if broker.node is not None else None
+                        )
+                        if actor is None or actor.log is None:
+                            continue
+                        required = max(required, actor.policy.min_insync_replicas)
+                        log = actor.log
+                        if log.log_start_offset <= outcome.offset < log.log_end_offset:
+                            found = log_values(log, start=outcome.offset)
+                            if found.get(outcome.offset) == outcome.value:
+                                holders.append(broker_id)
+                    if len(holders) < required:
                         self.fail(
-                            "AcknowledgedWithMinInsyncReplicas",
-                            f"{tp}: {outcome.value!r} was acknowledged at offset {outcome.offset}, though "
-                            f"no leader had min.insync.replicas in its ISR since it was sent "
-                            f"({outcome.sent_ms} ms)",
+                            "AcknowledgedOnMinInsyncReplicas",
+                            f"{tp}: {outcome.value!r} acknowledged at offset {outcome.offset} is on "
+                            f"brokers {holders} only; min.insync.replicas is {required}",
                         )
 
     def _check_controllers(self) -> None:

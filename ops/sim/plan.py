@@ -174,9 +174,19 @@ class PlanOptions:
     # Topic deletion and config changes (off for runs that check one topic's data end to end).
     topic_churn: bool = True
     config_changes: bool = True
-
-
-_ACTOR_KINDS = ("partition", "broker", "controller", "replica-fetcher", "admin", "broker-registration")
+    # Replication factors new topics draw from (capped by the broker count).
+    replication_factors: tuple[int, ...] = (2, 3, 3)
+    # Share of workload actions that are produce actions (the rest: topic and broker admin).
+    produce_share: float = 0.70
+    # Actors an injected crash may hit.
+    actor_kinds: tuple[str, ...] = (
+        "partition",
+        "broker",
+        "controller",
+        "replica-fetcher",
+        "admin",
+        "broker-registration",
+    )
 
 
 def generate_plan(seed: int, steps: int, options: PlanOptions) -> list[Action]:
@@ -186,23 +196,25 @@ def generate_plan(seed: int, steps: int, options: PlanOptions) -> list[Action]:
     plan: list[Action] = []
     now = 500
     for slot in range(options.topic_slots):
-        plan.append(CreateTopic(now, slot, rng.choice((1, 2, 3)), min(len(brokers), rng.choice((2, 3, 3)))))
+        rf = min(len(brokers), rng.choice(options.replication_factors))
+        plan.append(CreateTopic(now, slot, rng.choice((1, 2, 3)), rf))
         now += 100
     faults = sorted(options.faults, key=lambda kind: kind.value)
     while len(plan) < steps:
         now += max(1, int(rng.expovariate(1 / options.mean_gap_ms)))
         roll = rng.random()
         if faults and roll < options.fault_probability:
-            plan.append(_fault(rng, now, rng.choice(faults), brokers))
+            plan.append(_fault(rng, now, rng.choice(faults), brokers, options.actor_kinds))
             continue
         slot = rng.randrange(options.topic_slots)
         workload = rng.random()
-        if workload < 0.70:
+        if workload < options.produce_share:
             plan.append(Produce(now, slot, rng.randrange(options.producers_per_topic), rng.randint(1, 20)))
         elif workload < 0.78 and options.topic_churn:
             plan.append(DeleteTopic(now, slot))
         elif workload < 0.86 and options.topic_churn:
-            plan.append(CreateTopic(now, slot, rng.choice((1, 2, 3)), min(len(brokers), rng.choice((2, 3)))))
+            rf = min(len(brokers), rng.choice(options.replication_factors))
+            plan.append(CreateTopic(now, slot, rng.choice((1, 2, 3)), rf))
         elif workload < 0.92 and options.config_changes:
             key, value = rng.choice(
                 (
@@ -220,7 +232,9 @@ def generate_plan(seed: int, steps: int, options: PlanOptions) -> list[Action]:
     return plan
 
 
-def _fault(rng: random.Random, now: int, kind: FaultKind, brokers: tuple[int, ...]) -> Action:
+def _fault(
+    rng: random.Random, now: int, kind: FaultKind, brokers: tuple[int, ...], actor_kinds: tuple[str, ...]
+) -> Action:
     broker = rng.choice(brokers)
     if kind in (FaultKind.PARTITION, FaultKind.ONE_WAY_PARTITION, FaultKind.SLOW_LINK, FaultKind.LOSSY_LINK):
         source, target = rng.sample(brokers, 2)
@@ -235,7 +249,7 @@ def _fault(rng: random.Random, now: int, kind: FaultKind, brokers: tuple[int, ..
     if kind is FaultKind.DISK_FAULT:
         return DiskFaultAction(now, broker, rng.choice(tuple(DiskFault)), rng.randint(1_000, 10_000))
     if kind is FaultKind.ACTOR_CRASH:
-        return ActorCrash(now, broker, rng.choice(_ACTOR_KINDS))
+        return ActorCrash(now, broker, rng.choice(actor_kinds))
     durations = {
         FaultKind.KILL: (200, 12_000),
         FaultKind.POWER_LOSS: (200, 12_000),
