@@ -16,7 +16,6 @@ from ops.sim.runner import SimOptions, run_seed
 
 pytestmark = pytest.mark.sim
 
-_QUIET = {"topic_churn": False, "config_changes": False}
 
 # fault -> (the fault mix that exercises the rule it breaks, the invariants that may catch it,
 #           how many seeds it may take)
@@ -25,7 +24,7 @@ CONTROLS: dict[ProtocolFault, tuple[PlanOptions, set[str], int]] = {
     ProtocolFault.SKIP_MIN_INSYNC_CHECK: (
         PlanOptions(
             faults=frozenset({FaultKind.PARTITION, FaultKind.ONE_WAY_PARTITION, FaultKind.ISOLATE}),
-            fault_probability=0.3, **_QUIET,
+            fault_probability=0.3, topic_churn=False, config_changes=False,
         ),
         {"AcknowledgedOnMinInsyncReplicas", "NoLostAcknowledgedRecord", "StrongIsr"},
         5,
@@ -36,7 +35,7 @@ CONTROLS: dict[ProtocolFault, tuple[PlanOptions, set[str], int]] = {
             faults=frozenset(
                 {FaultKind.KILL, FaultKind.ISOLATE, FaultKind.PARTITION, FaultKind.ONE_WAY_PARTITION}
             ),
-            fault_probability=0.3, **_QUIET,
+            fault_probability=0.3, topic_churn=False, config_changes=False,
         ),
         {
             "NoLostAcknowledgedRecord", "ConsumedRecordsStay", "StrongIsr", "LeaderInIsr",
@@ -48,7 +47,7 @@ CONTROLS: dict[ProtocolFault, tuple[PlanOptions, set[str], int]] = {
     ProtocolFault.FORGET_ISR_ON_RESTART: (
         PlanOptions(
             faults=frozenset({FaultKind.ACTOR_CRASH, FaultKind.CLEAN_RESTART, FaultKind.ISOLATE}),
-            fault_probability=0.4, actor_kinds=("partition",), **_QUIET,
+            fault_probability=0.4, actor_kinds=("partition",), topic_churn=False, config_changes=False,
         ),
         {"ZkIsrIsTheLeaders", "StrongIsr", "NoLostAcknowledgedRecord"},
         8,
@@ -57,7 +56,7 @@ CONTROLS: dict[ProtocolFault, tuple[PlanOptions, set[str], int]] = {
     ProtocolFault.TRUNCATE_TO_HIGH_WATERMARK: (
         PlanOptions(
             faults=frozenset({FaultKind.KILL, FaultKind.CLEAN_RESTART}),
-            fault_probability=0.3, replication_factors=(3,), **_QUIET,
+            fault_probability=0.3, replication_factors=(3,), topic_churn=False, config_changes=False,
         ),
         {"StrongIsr", "NoLostAcknowledgedRecord", "ConsumedRecordsStay"},
         12,
