@@ -739,6 +739,10 @@ class BrokerActor(Actor[BrokerMessage]):
     def _release_held(self, ctx: Context[BrokerMessage]) -> None:
         while self._held:
             request, requester, started = self._held[0]
+            if self.broker_epoch == -1 and request.broker_epoch != -1:
+                # Kafka serves no controller request before its broker registered: the controller
+                # may act on the new registration before this broker hears it was created.
+                return  # released when BrokerRegistered arrives
             missing = (
                 sorted({s.topic for s in request.partition_states} - self.topic_settings.keys())
                 if isinstance(request, LeaderAndIsrRequest) and not self._fixed_topic_config
@@ -935,6 +939,7 @@ class BrokerActor(Actor[BrokerMessage]):
         ctx.log.info(
             "registered in ZooKeeper as broker %d (broker epoch %d)", message.broker_id, message.broker_epoch
         )
+        self._release_held(ctx)
 
     def _on_session_lost(self, ctx: Context[BrokerMessage]) -> None:
         self.registered = False
