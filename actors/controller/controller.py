@@ -60,7 +60,12 @@ from runtime.histogram import Histogram, HistogramSnapshot
 from runtime.messages import AskFailure, Requester
 from runtime.transport.addresses import AddressBook
 
-__all__ = ["ControllerActor", "ControllerMessage", "ControllerStatistics"]
+__all__ = [
+    "ControllerActor",
+    "ControllerMessage",
+    "ControllerStatistics",
+    "EnableTopicUncleanLeaderElection",
+]
 
 _CHANNEL_RETRY_MS = 100
 _CONNECTION_RETRY_MS = 1_000
@@ -83,6 +88,7 @@ class EventKind(enum.Enum):
     CONTROLLED_SHUTDOWN = "ControlledShutdown"
     PARTITION_MODIFICATIONS = "PartitionModifications"
     TOPIC_DELETION_STOP_REPLICA_RESPONSE = "TopicDeletionStopReplicaResponseReceived"
+    TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE = "TopicUncleanLeaderElectionEnable"
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,8 +163,17 @@ class _Resume:
     """The back-off after a lost connection is over: run the queue again."""
 
 
+@dataclass(frozen=True, slots=True)
+class EnableTopicUncleanLeaderElection:
+    """From this node's broker: a topic's config now allows unclean leader elections (Kafka's
+    TopicConfigHandler calls the controller so); acted on only by the active controller."""
+
+    topic: str
+
+
 ControllerMessage: TypeAlias = (
-    ControlledShutdownRequest
+    EnableTopicUncleanLeaderElection
+    | ControlledShutdownRequest
     | _SessionChanged
     | _WatchFired
     | _StepDone
@@ -251,6 +266,12 @@ class ControllerActor(Actor[ControllerMessage]):
 
     def receive(self, ctx: Context[ControllerMessage], message: ControllerMessage) -> None:
         match message:
+            case EnableTopicUncleanLeaderElection():
+                if self.active:
+                    event = _Event(
+                        EventKind.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE, ctx.now_ns, topic=message.topic
+                    )
+                    self._enqueue(ctx, event)
             case ControlledShutdownRequest():
                 self._enqueue(
                     ctx,
@@ -389,6 +410,9 @@ class ControllerActor(Actor[ControllerMessage]):
             return logic.on_partition_modifications(event.topic)
         if kind is EventKind.AUTO_REBALANCE:
             return logic.on_auto_rebalance(self.config.leader_imbalance_per_broker_percentage)
+        if kind is EventKind.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE:
+            assert event.topic is not None
+            return logic.on_unclean_leader_election_enabled(event.topic)
         if kind is EventKind.TOPIC_DELETION_STOP_REPLICA_RESPONSE:
             assert event.deletion is not None
             return logic.on_stop_replica_deletion_response(*event.deletion)

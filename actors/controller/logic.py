@@ -80,7 +80,6 @@ __all__ = [
     "Watched",
 ]
 
-_MAX_WRITE_ATTEMPTS = 10
 _log = logging.getLogger("actorlog.controller")
 
 
@@ -303,7 +302,9 @@ class ControllerLogic:
         found = yield ZkGetMany(tuple(paths.values()))
         for topic, path in paths.items():
             value = found.get(path)
-            if value is not None:
+            if value is None:
+                self.context.topic_configs.pop(topic, None)
+            else:
                 try:
                     self.context.topic_configs[topic] = zk_data.decode_topic_config(topic, value[0])
                 except zk_data.ZkDataError as error:
@@ -523,7 +524,9 @@ class ControllerLogic:
         creates: list[tuple[str, bytes]] = []
         planned: dict[str, tuple[TopicPartition, ElectionResult]] = {}
         for tp in partitions:
-            result = new_partition_leader(context.replicas(tp), context.is_live)
+            # Kafka's isReplicaOnline(includeShuttingDownBrokers = false): a broker in controlled
+            # shutdown neither leads nor joins the ISR of a new partition.
+            result = new_partition_leader(context.replicas(tp), context.is_live_and_not_shutting_down)
             if result is None:
                 _log.warning("%s stays new: none of its replicas %s is alive", tp, list(context.replicas(tp)))
                 continue
@@ -577,16 +580,22 @@ class ControllerLogic:
         outcome = ElectionOutcome()
         if not partitions:
             return outcome
+        if kind is ElectionKind.OFFLINE:
+            # Kafka reads the topic's config from ZooKeeper when it elects: whether an unclean
+            # election is allowed is the topic's setting now, not when the topic was loaded.
+            yield from self._load_topic_configs(sorted({tp.topic for tp in partitions}))
         started = self._now_ns()
         unclean: set[TopicPartition] = set()
 
         def change(tp: TopicPartition, current: LeaderIsrAndEpoch) -> LeaderIsrAndEpoch | None:
             replicas = context.replicas(tp)
             if kind is ElectionKind.OFFLINE:
+                # Shutting-down brokers are not live here (only the controlled-shutdown election
+                # itself may consider them): elected, they would be moved again at once.
                 result = offline_partition_leader(
                     replicas,
                     current.isr,
-                    context.is_live,
+                    context.is_live_and_not_shutting_down,
                     unclean_leader_election_enable=self._unclean_enabled(tp.topic),
                 )
                 if self.elect_outside_isr:
@@ -639,13 +648,13 @@ class ControllerLogic:
         change: Callable[[TopicPartition, LeaderIsrAndEpoch], LeaderIsrAndEpoch | None],
     ) -> Generator[Step, Any, dict[TopicPartition, LeaderIsrAndEpoch]]:
         """Read each partition's state znode, compute its change, write it conditionally (fenced);
-        re-read and retry the ones another writer (a leader's ISR change) changed meanwhile."""
+        re-read and retry the ones another writer (a leader's ISR change) changed meanwhile, until
+        each is written or needs no change (Kafka retries BADVERSION until done: giving up left a
+        dead replica in the ISR until the next event)."""
         context = self.context
         updated: dict[TopicPartition, LeaderIsrAndEpoch] = {}
         remaining = list(partitions)
-        for _ in range(_MAX_WRITE_ATTEMPTS):
-            if not remaining:
-                break
+        while remaining:
             paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in remaining}
             found = yield ZkGetMany(tuple(paths.values()))
             updates: list[tuple[str, bytes, int]] = []
@@ -801,6 +810,17 @@ class ControllerLogic:
             if waiting:
                 _log.info("deletion of %s waits for replicas on brokers %s", topic, waiting)
 
+    def on_unclean_leader_election_enabled(self, topic: str) -> Script:
+        """Kafka's ``TopicUncleanLeaderElectionEnable``: a topic now allows unclean elections, so
+        its offline partitions (no live ISR member) may get a leader now."""
+        context = self.context
+        if topic not in context.assignments or topic in context.topics_to_delete:
+            return
+        yield from self._load_topic_configs([topic])
+        if self._unclean_enabled(topic):
+            _log.info("unclean leader election enabled for %s: electing its offline partitions", topic)
+            yield from self.trigger_online_partition_state_change()
+
     def on_stop_replica_deletion_response(
         self, broker_id: BrokerId, partitions: Sequence[TopicPartition], failed: Collection[TopicPartition]
     ) -> Script:
@@ -872,33 +892,34 @@ class ControllerLogic:
         paths = [
             zk_data.isr_change_notification_path(zk_data.isr_change_sequence_number(name)) for name in names
         ]
-        try:
-            found = yield ZkGetMany(tuple(paths))
-            changed: set[TopicPartition] = set()
-            for path, value in found.items():
-                if value is None:
-                    continue
-                try:
-                    changed |= {
-                        TopicPartition(tp.topic, tp.partition)
-                        for tp in zk_data.decode_isr_change_notification(value[0], path=path)
-                    }
-                except zk_data.ZkDataError as error:
-                    _log.error("ignoring an unreadable ISR change notification %s: %s", path, error)
-            known = sorted(tp for tp in changed if tp in context.leadership or context.replicas(tp))
-            if known:
-                state_paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in known}
-                states = yield ZkGetMany(tuple(state_paths.values()))
-                for tp, path in state_paths.items():
-                    value = states.get(path)
-                    if value is not None:
-                        leadership = self._decode_state(tp, value)
-                        if leadership is not None:
-                            context.leadership[tp] = leadership
-                self.batch.add_update_metadata(context.live_or_shutting_down_ids(), known)
-        finally:
-            for path in paths:
-                yield ZkDeleteRecursive(path, self.fence)
+        found = yield ZkGetMany(tuple(paths))
+        changed: set[TopicPartition] = set()
+        for path, value in found.items():
+            if value is None:
+                continue
+            try:
+                changed |= {
+                    TopicPartition(tp.topic, tp.partition)
+                    for tp in zk_data.decode_isr_change_notification(value[0], path=path)
+                }
+            except zk_data.ZkDataError as error:
+                _log.error("ignoring an unreadable ISR change notification %s: %s", path, error)
+        known = sorted(tp for tp in changed if tp in context.leadership or context.replicas(tp))
+        if known:
+            state_paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in known}
+            states = yield ZkGetMany(tuple(state_paths.values()))
+            for tp, path in state_paths.items():
+                value = states.get(path)
+                if value is not None:
+                    leadership = self._decode_state(tp, value)
+                    if leadership is not None:
+                        context.leadership[tp] = leadership
+            self.batch.add_update_metadata(context.live_or_shutting_down_ids(), known)
+        # Deleted once processed. Not in a ``finally``: a script closed when the controller resigns
+        # must not yield (close() would raise); a notification left behind is read again by the
+        # next controller, or removed at its failover.
+        for path in paths:
+            yield ZkDeleteRecursive(path, self.fence)
 
     # ------------------------------------------------------------------ controlled shutdown
 

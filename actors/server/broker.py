@@ -46,6 +46,7 @@ from actors.common.client_protocol import CreatableTopic, CreateTopicsRequest
 from actors.common.errors import ErrorCode
 from actors.common.names import (
     ADMIN_ACTOR_NAME,
+    CONTROLLER_ACTOR_NAME,
     REGISTRATION_ACTOR_NAME,
     TOPIC_CONFIGS_ACTOR_NAME,
     broker_node,
@@ -71,6 +72,7 @@ from actors.common.protocol import (
 )
 from actors.common.topic_names import validate_topic_name
 from actors.common.types import TopicPartition
+from actors.controller.controller import EnableTopicUncleanLeaderElection
 from actors.server import zk_data
 from actors.server.broker_requests import (
     PendingRequest,
@@ -428,6 +430,11 @@ class BrokerActor(Actor[BrokerMessage]):
             case TopicConfigChanged():
                 self.topic_settings[message.topic] = (message.policy, message.log_config)
                 self.hosted.update_topic_config(ctx, message.topic, message.policy, message.log_config)
+                if message.policy.unclean_leader_election_enable:
+                    # Kafka's TopicConfigHandler: the controller (if it runs here) elects the
+                    # topic's offline partitions now that an unclean leader is allowed.
+                    controller = ActorRef(node_id=ctx.self_ref.node_id, name=CONTROLLER_ACTOR_NAME)
+                    ctx.tell(controller, EnableTopicUncleanLeaderElection(message.topic))
             case _RetentionTick():
                 self.log_manager.delete_old_segments(now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
             case _:
