@@ -102,9 +102,13 @@ class BrokerSettings:
         return tuple(entries[key] for key in sorted(entries))
 
 
-# Keys of BrokerConfig: its fields with underscores turned into dots.
+# Keys of BrokerConfig: its fields with underscores turned into dots. ``protocol_faults`` (the
+# simulation's negative controls) is not a key: no configuration can break the protocol.
+_NOT_CONFIGURABLE: Final = frozenset({"protocol_faults"})
 _BROKER_CONFIG_KEYS: Final[dict[str, dataclasses.Field[object]]] = {
-    field.name.replace("_", "."): field for field in dataclasses.fields(BrokerConfig)
+    field.name.replace("_", "."): field
+    for field in dataclasses.fields(BrokerConfig)
+    if field.name not in _NOT_CONFIGURABLE
 }
 _OTHER_KEYS: Final = frozenset(
     {

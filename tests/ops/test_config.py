@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from ops.broker_main import main as broker_main
-from ops.config import load_broker_settings
+from ops.config import KNOWN_KEYS, load_broker_settings, settings_from_properties
 from ops.properties import ConfigError, parse_properties
 
 BASE = {
@@ -115,3 +115,10 @@ def test_broker_start_with_a_bad_config_prints_one_line_and_exits_2(
     assert error.startswith("actorlog broker: zookeeper.connect must be")
     assert broker_main(["start", "--config", str(tmp_path / "missing")]) == 2
     assert "cannot read the config file" in capsys.readouterr().err
+
+
+def test_the_simulations_protocol_faults_cannot_be_configured() -> None:
+    """The negative controls break the protocol on purpose: no key may reach them."""
+    assert "protocol.faults" not in KNOWN_KEYS
+    with pytest.raises(ConfigError, match="protocol.faults"):
+        settings_from_properties({"broker.id": "1", "protocol.faults": "skip-min-insync-check"})
