@@ -120,5 +120,5 @@ def test_broker_start_with_a_bad_config_prints_one_line_and_exits_2(
 def test_the_simulations_protocol_faults_cannot_be_configured() -> None:
     """The negative controls break the protocol on purpose: no key may reach them."""
     assert "protocol.faults" not in KNOWN_KEYS
-    with pytest.raises(ConfigError, match="protocol.faults"):
+    with pytest.raises(ConfigError, match=r"protocol\.faults"):
         settings_from_properties({"broker.id": "1", "protocol.faults": "skip-min-insync-check"})
