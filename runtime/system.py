@@ -779,6 +779,18 @@ class ActorSystem:
         if cell is not None and ref.node_id == self.node_id:
             self._stop_cell(cell)
 
+    def hold_actor(self, ref: ActorRef) -> None:
+        """Stop one actor from taking messages (a slow actor, for tests that need a message to
+        wait in its mailbox); what arrives is kept. ``release_actor`` lets it go on."""
+        cell = self._cells.get(ref.name)
+        if cell is not None and ref.node_id == self.node_id:
+            cell.pause()
+
+    def release_actor(self, ref: ActorRef) -> None:
+        cell = self._cells.get(ref.name)
+        if cell is not None and ref.node_id == self.node_id:
+            cell.resume()
+
     def _reply_future(self, target: str, timeout_ms: int) -> _PendingReply:
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         # From the moment the answer exists until whoever awaits it has resumed (and, for a

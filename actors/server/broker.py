@@ -98,14 +98,14 @@ from actors.server.replica.messages import (
     FetchOffsetForTimestamp,
     IsrChangeRecorded,
     LastOffsetForLeaderEpoch,
+    MaybeFlush,
     MaybeShrinkIsr,
     NotifyOnChange,
     PartitionChanged,
     PartitionReadResult,
     ReadRecords,
-    ReplicaStopped,
 )
-from actors.server.replica_manager import HostedPartitions
+from actors.server.replica_manager import HostedPartitions, PartitionDeleted
 from actors.server.topic_config_manager import (
     LoadTopicConfigs,
     TopicConfigChanged,
@@ -118,7 +118,7 @@ from runtime.coordination.base import Coordinator, CreateResult
 from runtime.histogram import Histogram
 from runtime.messages import Requester
 from runtime.ref import ActorRef
-from runtime.storage.config import LogConfig
+from runtime.storage.config import LONG_MAX, LogConfig
 from runtime.storage.log_manager import LogManager
 from runtime.supervision import SupervisorStrategy
 from runtime.transport.addresses import AddressBook
@@ -176,6 +176,11 @@ class _RetentionTick:
 
 
 @dataclass(frozen=True, slots=True)
+class _FlushTick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
 class _AutoCreated:
     """The admin actor is done with topics this broker asked it to create (auto-creation)."""
 
@@ -187,15 +192,6 @@ class _TopicConfigsReady:
     """The topic-configs actor's answer (None: it failed; the held requests wait for a retry)."""
 
     loaded: TopicConfigsLoaded | None
-
-
-@dataclass(frozen=True, slots=True)
-class _ReplicaDeleted:
-    """A partition actor's answer to StopReplica(delete) (or the failure of that ask)."""
-
-    request_id: int
-    tp: TopicPartition
-    error_code: ErrorCode
 
 
 @dataclass(slots=True)
@@ -241,10 +237,11 @@ BrokerMessage: TypeAlias = (
     | _CheckpointTick
     | _CheckpointDone
     | _RetentionTick
+    | _FlushTick
     | _TopicConfigsReady
     | TopicConfigChanged
     | _AutoCreated
-    | _ReplicaDeleted
+    | PartitionDeleted
 )
 
 
@@ -357,6 +354,15 @@ class BrokerActor(Actor[BrokerMessage]):
             self.config.log_retention_check_interval_ms,
             initial_delay_ms=_INITIAL_TASK_DELAY_MS,
         )
+        if self.config.log_flush_scheduler_interval_ms < LONG_MAX:
+            # Kafka's kafka-log-flusher: flush.ms (log.flush.interval.ms) is checked on this
+            # interval only; with the default (Long.MAX) it never runs, as in Kafka.
+            ctx.start_periodic_timer(
+                "kafka-log-flusher",
+                _FlushTick(),
+                self.config.log_flush_scheduler_interval_ms,
+                initial_delay_ms=_INITIAL_TASK_DELAY_MS,
+            )
         self.state = BrokerState.RUNNING
 
     # -------------------------------------------------------------------------------- dispatch
@@ -425,8 +431,8 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._auto_creating.difference_update(message.topics)
             case _TopicConfigsReady():
                 self._on_topic_configs_ready(ctx, message)
-            case _ReplicaDeleted():
-                self._on_replica_deleted(ctx, message)
+            case PartitionDeleted():
+                self._on_partition_deleted(ctx, message)
             case TopicConfigChanged():
                 self.topic_settings[message.topic] = (message.policy, message.log_config)
                 self.hosted.update_topic_config(ctx, message.topic, message.policy, message.log_config)
@@ -437,6 +443,9 @@ class BrokerActor(Actor[BrokerMessage]):
                     ctx.tell(controller, EnableTopicUncleanLeaderElection(message.topic))
             case _RetentionTick():
                 self.log_manager.delete_old_segments(now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
+            case _FlushTick():
+                for ref in self.hosted.refs():
+                    ctx.tell(ref, MaybeFlush())
             case _:
                 assert_never(message)
 
@@ -869,7 +878,7 @@ class BrokerActor(Actor[BrokerMessage]):
             self._delete_replicas(ctx, request, requester, started)
             return
         for tp in request.partitions:
-            self.hosted.stop(ctx, tp, delete=False)
+            self.hosted.stop(ctx, tp)
         self.hosted.stop_idle_fetchers(ctx)
         _answer(
             ctx,
@@ -897,25 +906,24 @@ class BrokerActor(Actor[BrokerMessage]):
         for tp in request.partitions:
             # A topic deleted (and maybe created again) must not keep its old overrides.
             self.topic_settings.pop(tp.topic, None)
-
-            def adapt(reply: object, tp: TopicPartition = tp) -> _ReplicaDeleted:
-                error = (
-                    reply.error_code if isinstance(reply, ReplicaStopped) else ErrorCode.KAFKA_STORAGE_ERROR
-                )
-                return _ReplicaDeleted(request_id, tp, error)
-
-            error = self.hosted.delete(ctx, tp, timeout_ms=self.config.request_timeout_ms, adapt=adapt)
+            error = self.hosted.delete(ctx, tp, timeout_ms=self.config.request_timeout_ms)
             if error is not None:
                 pending.errors[tp] = error
         self.hosted.stop_idle_fetchers(ctx)
         self._maybe_answer_deletion(ctx, request_id)
 
-    def _on_replica_deleted(self, ctx: Context[BrokerMessage], message: _ReplicaDeleted) -> None:
-        pending = self._pending_deletions.get(message.request_id)
-        if pending is None:
-            return
-        pending.errors[message.tp] = message.error_code
-        self._maybe_answer_deletion(ctx, message.request_id)
+    def _on_partition_deleted(self, ctx: Context[BrokerMessage], message: PartitionDeleted) -> None:
+        # Every deletion waiting for this partition (a repeated StopReplica waits for the first).
+        waiting = [
+            request_id
+            for request_id, pending in self._pending_deletions.items()
+            if message.tp in pending.partitions and message.tp not in pending.errors
+        ]
+        for request_id in waiting:
+            self._pending_deletions[request_id].errors[message.tp] = message.error_code
+        self.hosted.deleted(ctx, message)
+        for request_id in waiting:
+            self._maybe_answer_deletion(ctx, request_id)
 
     def _maybe_answer_deletion(self, ctx: Context[BrokerMessage], request_id: int) -> None:
         pending = self._pending_deletions[request_id]

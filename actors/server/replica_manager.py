@@ -11,8 +11,15 @@ House rules
    that does not list this broker among the replicas UNKNOWN_TOPIC_OR_PARTITION.
 3. Becoming leader: the partition stops being fetched. Becoming follower (only of a leader the
    metadata knows alive, as in Kafka's makeFollowers): it is removed from its fetcher and added to
-   the fetcher of the new leader at the new epoch, which truncates before fetching.
-4. StopReplica: the partition leaves its fetcher and its actor stops (deleting the log if asked).
+   the fetcher of the new leader at the new epoch, which truncates before fetching. A replica whose
+   leader is not alive is still hosted and its log created (KAFKA-1647: its checkpoints exist), its
+   leader epoch left as it was, so the same state sent again with a live leader applies.
+4. StopReplica without delete: the partition leaves its fetcher and goes offline; its actor, log
+   and leader epoch stay (Kafka keeps the ``Partition``), so a stale LeaderAndIsr is still fenced.
+5. StopReplica(delete): the partition leaves its fetcher, its actor deletes the log and stops.
+   Until the broker hears it stopped, the partition is *stopping*: a LeaderAndIsr for it waits
+   (applied once the name is free) and a repeated deletion waits for the same answer, so a
+   partition of the same name is never started beside the one still deleting its log.
 
 Effects go through the broker's context: this object decides, records and tells.
 """
@@ -23,16 +30,23 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 from actors.common.errors import ErrorCode
 from actors.common.names import partition_name
 from actors.common.protocol import LeaderAndIsrPartitionState
-from actors.common.types import BrokerId, TopicPartition
+from actors.common.types import NO_LEADER, BrokerId, TopicPartition
 from actors.server.config import BrokerConfig, TopicPolicy
 from actors.server.fetcher.manager import FetcherKey, ReplicaFetcherManager
 from actors.server.metadata_cache import MetadataCache
-from actors.server.replica.messages import BecomeFollower, BecomeLeader, StopReplica, UpdateTopicConfig
+from actors.server.replica.messages import (
+    BecomeFollower,
+    BecomeLeader,
+    CreateLog,
+    ReplicaStopped,
+    StopReplica,
+    UpdateTopicConfig,
+)
 from actors.server.replica.partition import PartitionActor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator
@@ -41,7 +55,9 @@ from runtime.storage.config import LogConfig
 from runtime.storage.log_manager import LogManager
 from runtime.supervision import SupervisorStrategy
 
-__all__ = ["HostedPartition", "HostedPartitions"]
+__all__ = ["HostedPartition", "HostedPartitions", "PartitionDeleted"]
+
+Role: TypeAlias = BecomeLeader | BecomeFollower | CreateLog
 
 
 @dataclass(slots=True)
@@ -50,8 +66,26 @@ class HostedPartition:
     leader_epoch: int
     leader: BrokerId
     fetcher: FetcherKey | None = None
-    # The last role applied: a restarted partition actor starts from it.
-    role: BecomeLeader | BecomeFollower | None = None
+    # The last role applied: a restarted partition actor starts from it (None once offline).
+    role: Role | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDeleted:
+    """To the broker: a partition asked to delete its log answered (or the ask failed, then
+    KAFKA_STORAGE_ERROR); its actor has stopped."""
+
+    tp: TopicPartition
+    error_code: ErrorCode
+
+
+@dataclass(slots=True)
+class _Stopping:
+    """A partition deleting its log: its actor may still run."""
+
+    ref: ActorRef
+    # The newest LeaderAndIsr state that arrived meanwhile, applied once the actor is gone.
+    deferred: LeaderAndIsrPartitionState | None = None
 
 
 class HostedPartitions:
@@ -71,6 +105,7 @@ class HostedPartitions:
         self.metadata = metadata
         self._topic_config = topic_config
         self.partitions: dict[TopicPartition, HostedPartition] = {}
+        self.stopping: dict[TopicPartition, _Stopping] = {}
         self.fetcher_manager = ReplicaFetcherManager(config, self._leader_epoch_of)
 
     def __len__(self) -> int:
@@ -80,9 +115,17 @@ class HostedPartitions:
         hosted = self.partitions.get(tp)
         return hosted.ref if hosted is not None else None
 
+    def refs(self) -> Iterator[ActorRef]:
+        """Every hosted partition's actor."""
+        return (hosted.ref for hosted in self.partitions.values())
+
     def led(self) -> Iterator[ActorRef]:
         """The partitions this broker leads (the isr-expiration task ticks them)."""
-        return (hosted.ref for hosted in self.partitions.values() if hosted.leader == self.broker_id)
+        return (
+            hosted.ref
+            for hosted in self.partitions.values()
+            if hosted.leader == self.broker_id and isinstance(hosted.role, BecomeLeader)
+        )
 
     def _leader_epoch_of(self, tp: TopicPartition) -> int | None:
         hosted = self.partitions.get(tp)
@@ -93,6 +136,11 @@ class HostedPartitions:
     def apply(self, ctx: Context[Any], state: LeaderAndIsrPartitionState) -> ErrorCode:
         """One partition state of a LeaderAndIsr request; returns that partition's error."""
         tp = state.tp
+        stopping = self.stopping.get(tp)
+        if stopping is not None:
+            # Rule 5: applied (and fenced) once the actor deleting the old log has stopped.
+            stopping.deferred = state
+            return ErrorCode.NONE
         hosted = self.partitions.get(tp)
         local_epoch = hosted.leader_epoch if hosted is not None else -1
         if state.leader_epoch <= local_epoch:
@@ -111,9 +159,12 @@ class HostedPartitions:
             self._remove_from_fetcher(ctx, tp, hosted)
             return ErrorCode.NONE
         if not self.metadata.is_alive(state.leader):
-            # Kafka's makeFollowers: a follower of a dead leader is not made follower yet; a later
-            # LeaderAndIsr (with a live leader) will.
+            # Kafka's makeFollowers: a follower of a dead leader is not made follower yet (a later
+            # LeaderAndIsr with a live leader will), but its log exists from now on (KAFKA-1647).
             ctx.log.info("%s: leader %d is not alive; not becoming its follower", tp, state.leader)
+            if hosted is None:
+                created = self._host(ctx, tp, state, CreateLog(policy, log_config))
+                created.leader_epoch, created.leader = local_epoch, NO_LEADER
             return ErrorCode.NONE
         hosted = self._host(ctx, tp, state, BecomeFollower(state, policy, log_config))
         self._remove_from_fetcher(ctx, tp, hosted)
@@ -125,7 +176,7 @@ class HostedPartitions:
         ctx: Context[Any],
         tp: TopicPartition,
         state: LeaderAndIsrPartitionState,
-        role: BecomeLeader | BecomeFollower,
+        role: Role,
     ) -> HostedPartition:
         """Record the partition's new role and hand it over: a new (or restarted) partition actor
         reads it at start; a running one is told."""
@@ -133,7 +184,7 @@ class HostedPartitions:
         if hosted is None:
             broker = ctx.self_ref
 
-            def initial_role() -> BecomeLeader | BecomeFollower | None:
+            def initial_role() -> Role | None:
                 current = self.partitions.get(tp)
                 return current.role if current is not None else None
 
@@ -190,22 +241,24 @@ class HostedPartitions:
                 hosted.role = dataclasses.replace(hosted.role, policy=policy, log_config=log_config)
             ctx.tell(hosted.ref, UpdateTopicConfig(policy, log_config))
 
-    def stop(self, ctx: Context[Any], tp: TopicPartition, *, delete: bool) -> None:
-        hosted = self.partitions.pop(tp, None)
+    def stop(self, ctx: Context[Any], tp: TopicPartition) -> None:
+        """StopReplica without delete (rule 4)."""
+        hosted = self.partitions.get(tp)
         if hosted is None:
-            if delete:
-                self.log_manager.delete_log(tp)
             return
         self._remove_from_fetcher(ctx, tp, hosted)
-        ctx.tell(hosted.ref, StopReplica(delete))
+        hosted.role = None
+        hosted.leader = NO_LEADER
+        ctx.tell(hosted.ref, StopReplica(delete=False))
 
-    def delete(
-        self, ctx: Context[Any], tp: TopicPartition, *, timeout_ms: int, adapt: Callable[[object], Any]
-    ) -> ErrorCode | None:
-        """StopReplica(delete): a hosted partition's actor deletes its log and answers (through
-        ``adapt``; None is returned then); a log without an actor is deleted here (its outcome is
-        returned). Either way the log directory is renamed for deletion before the answer, so a
-        deletion the controller counts as done is durable."""
+    def delete(self, ctx: Context[Any], tp: TopicPartition, *, timeout_ms: int) -> ErrorCode | None:
+        """StopReplica(delete) (rule 5): a hosted partition's actor deletes its log and stops, and
+        the broker hears ``PartitionDeleted`` (None is returned then, also when that deletion is
+        already under way); a log without an actor is deleted here (its outcome is returned).
+        Either way the log directory is renamed for deletion before the answer, so a deletion the
+        controller counts as done is durable."""
+        if tp in self.stopping:
+            return None
         hosted = self.partitions.pop(tp, None)
         if hosted is None:
             try:
@@ -215,5 +268,23 @@ class HostedPartitions:
                 return ErrorCode.KAFKA_STORAGE_ERROR
             return ErrorCode.NONE
         self._remove_from_fetcher(ctx, tp, hosted)
+        self.stopping[tp] = _Stopping(hosted.ref)
+
+        def adapt(reply: object) -> PartitionDeleted:
+            error = reply.error_code if isinstance(reply, ReplicaStopped) else ErrorCode.KAFKA_STORAGE_ERROR
+            return PartitionDeleted(tp, error)
+
         ctx.ask(hosted.ref, StopReplica(True), timeout_ms=timeout_ms, on_reply=adapt, on_failure=adapt)
         return None
+
+    def deleted(self, ctx: Context[Any], message: PartitionDeleted) -> None:
+        """The broker heard ``PartitionDeleted``: the name is free; a LeaderAndIsr that waited applies."""
+        stopping = self.stopping.pop(message.tp, None)
+        if stopping is None:
+            return
+        if message.error_code is not ErrorCode.NONE:
+            # The ask failed or the deletion did: make sure the actor is gone before anything
+            # starts under its name (a later deletion retry removes the log).
+            ctx.stop(stopping.ref)
+        if stopping.deferred is not None:
+            self.apply(ctx, stopping.deferred)

@@ -16,13 +16,20 @@ Rules kept here:
   so a reader sees the old or the new file, never a mixture, even after a power loss.
 * ``CheckpointWrite`` captures the bytes on the caller's thread (the event loop) and does the blocking
   part in ``run()``, so periodic checkpoints can run in ``asyncio.to_thread``.
+* One writer per file: every write of an ``OffsetCheckpointFile`` goes through its ``prepare``, and
+  the writes run one at a time (a lock: they share the ``.tmp`` name) in the order their snapshots
+  were taken; a snapshot older than the one already written is dropped. A periodic write in a
+  worker thread can therefore never put back a recovery point that a truncation on the event loop
+  has lowered since.
 * Reading is strict: a wrong version, a count that does not match, or a malformed line raises
   ``CorruptCheckpointError`` naming the file and the line. An empty or missing file is empty.
 """
 
 from __future__ import annotations
 
+import itertools
 import posixpath
+import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
@@ -59,16 +66,37 @@ class EpochEntry:
     start_offset: int
 
 
+class _WriteOrder:
+    """The order of one file's writes: snapshots are numbered when taken; ``run`` writes under the
+    lock and only a snapshot newer than the last one written."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sequences = itertools.count(1)
+        self.written = 0
+
+
 @dataclass(frozen=True, slots=True)
 class CheckpointWrite:
-    """The bytes of one checkpoint and where they go; ``run()`` performs the blocking write."""
+    """The bytes of one checkpoint and where they go; ``run()`` performs the blocking write (and
+    skips it when a newer snapshot of the same file is already written)."""
 
     fs: FileSystem
     path: str
     data: bytes
+    order: _WriteOrder | None = None
+    sequence: int = 0
 
     def run(self) -> None:
-        write_atomically(self.fs, self.path, self.data)
+        order = self.order
+        if order is None:
+            write_atomically(self.fs, self.path, self.data)
+            return
+        with order.lock:
+            if self.sequence <= order.written:
+                return
+            write_atomically(self.fs, self.path, self.data)
+            order.written = self.sequence
 
 
 def write_atomically(fs: FileSystem, path: str, data: bytes) -> None:
@@ -134,6 +162,7 @@ class OffsetCheckpointFile:
     def __init__(self, fs: FileSystem, path: str) -> None:
         self.fs = fs
         self.path = path
+        self._order = _WriteOrder()
 
     def read(self) -> dict[TopicPartition, int]:
         return {
@@ -143,7 +172,9 @@ class OffsetCheckpointFile:
 
     def prepare(self, offsets: Mapping[TopicPartition, int]) -> CheckpointWrite:
         lines = (f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items()))
-        return CheckpointWrite(self.fs, self.path, format_checkpoint(lines))
+        return CheckpointWrite(
+            self.fs, self.path, format_checkpoint(lines), self._order, next(self._order.sequences)
+        )
 
     def write(self, offsets: Mapping[TopicPartition, int]) -> None:
         self.prepare(offsets).run()

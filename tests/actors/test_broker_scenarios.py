@@ -14,14 +14,18 @@ import asyncio
 import pytest
 
 from actors.common.errors import ErrorCode
-from actors.common.names import fetcher_name
+from actors.common.names import broker_node, fetcher_name, partition_name
 from actors.common.protocol import (
     LeaderAndIsrPartitionState,
     OffsetForLeaderEpochResult,
     OffsetsForLeaderEpochResponse,
+    StopReplicaResponse,
 )
 from actors.common.types import TopicPartition
 from actors.server.replica.partition_state import Role
+from runtime.ref import ActorRef
+from runtime.storage.config import LogConfig
+from runtime.transport.sim import LinkBehaviour
 from tests.support.cluster import InProcessCluster, batch, started
 
 pytestmark = pytest.mark.asyncio
@@ -367,5 +371,122 @@ async def test_a_restarted_replica_fetcher_resumes_the_partitions_the_broker_gav
         assert response.partitions[0].error_code is ErrorCode.NONE
         assert cluster.log(2, TP).log_end_offset == 2
         assert cluster.partition(1, TP).state.isr == {1, 2}
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+# ------------------------------------------------------------- StopReplica (docs/controller.md §5)
+
+
+async def test_stop_replica_without_delete_keeps_the_leader_epoch_so_a_replayed_leader_and_isr_is_stale() -> (
+    None
+):
+    """Kafka keeps the ``Partition`` on StopReplica without delete: the replica goes offline with its
+    log and leader epoch, so a LeaderAndIsr it already applied (a new controller replays the current
+    state) is still STALE_CONTROLLER_EPOCH and does not bring it back; a higher epoch does."""
+    cluster = await started(1, 2)
+    try:
+        await cluster.create_topic(TP.topic, {0: (1, 2)})
+        await cluster.complete(cluster.produce(1, TP, batch(b"a")))
+        await cluster.wait_for(lambda: cluster.log(2, TP).log_end_offset == 1)
+        response = await cluster.complete(cluster.stop_replica(2, TP, delete=False), step_ms=1)
+        assert isinstance(response, StopReplicaResponse)
+        assert [p.error_code for p in response.partitions] == [ErrorCode.NONE]
+        await cluster.settle()
+        stopped = cluster.partition(2, TP)
+        assert (stopped.state.role, stopped.state.leader_epoch) == (Role.NONE, 0)
+        assert cluster.log(2, TP).log_end_offset == 1
+
+        replayed = await cluster.send_leader_and_isr(
+            2, state(leader=1, leader_epoch=0, isr=(1, 2), replicas=(1, 2))
+        )
+        assert [p.error_code for p in replayed.partitions] == [ErrorCode.STALE_CONTROLLER_EPOCH]
+        assert cluster.partition(2, TP).state.role is Role.NONE
+        assert cluster.partition(2, TP) is stopped
+
+        newer = await cluster.send_leader_and_isr(
+            2, state(leader=1, leader_epoch=1, isr=(1, 2), replicas=(1, 2))
+        )
+        assert [p.error_code for p in newer.partitions] == [ErrorCode.NONE]
+        assert cluster.partition(2, TP).state.role is Role.FOLLOWER
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+async def test_leader_and_isr_for_a_partition_still_deleting_its_log_waits_for_it() -> None:
+    """StopReplica(delete) then, before the partition actor has run it, a LeaderAndIsr for the same
+    partition (a topic of the same name created again): the broker must not start a second actor of
+    the same name beside the one still deleting (that crashed the node); the new state applies once
+    the old actor is gone, on a new, empty log."""
+    cluster = await started(1, 2)
+    try:
+        await cluster.create_topic(TP.topic, {0: (1, 2)})
+        await cluster.complete(cluster.produce(1, TP, batch(b"old")))
+        await cluster.wait_for(lambda: cluster.log(2, TP).log_end_offset == 1)
+        node = cluster.brokers[2].system
+        assert node is not None
+        partition = ActorRef(node_id=broker_node(2), name=partition_name(TP))
+        node.hold_actor(partition)
+        deletion = cluster.run_in_background(cluster.stop_replica(2, TP, delete=True))
+        await cluster.advance(10)
+        applied = await cluster.send_leader_and_isr(
+            2, state(leader=2, leader_epoch=5, isr=(2,), replicas=(2,))
+        )
+        assert [p.error_code for p in applied.partitions] == [ErrorCode.NONE]
+        assert cluster.broker_actor(2) is not None
+        node.release_actor(partition)
+        answer = await cluster.complete(deletion, step_ms=1)
+        assert isinstance(answer, StopReplicaResponse)
+        assert [p.error_code for p in answer.partitions] == [ErrorCode.NONE]
+        await cluster.wait_for(lambda: cluster.partition_actor(2, TP) is not None)
+        recreated = cluster.partition(2, TP)
+        assert (recreated.state.role, recreated.state.leader_epoch) == (Role.LEADER, 5)
+        assert cluster.log(2, TP).log_end_offset == 0
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+async def test_a_replica_whose_leader_is_not_alive_still_creates_its_log() -> None:
+    """KAFKA-1647: a LeaderAndIsr naming a leader the broker's metadata does not know alive does not
+    make the replica a follower yet, but its log exists at once (and so its checkpoints); the same
+    state sent again once the leader is known applies (the epoch was not taken)."""
+    cluster = await started(1, 2)
+    try:
+        dead_leader = state(leader=9, leader_epoch=3, isr=(9, 2), replicas=(9, 2))
+        response = await cluster.send_leader_and_isr(2, dead_leader)
+        assert [p.error_code for p in response.partitions] == [ErrorCode.NONE]
+        assert cluster.log(2, TP).log_end_offset == 0
+        assert cluster.partition(2, TP).state.role is Role.NONE
+        alive_leader = state(leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2))
+        response = await cluster.send_leader_and_isr(2, alive_leader)
+        assert [p.error_code for p in response.partitions] == [ErrorCode.NONE]
+        assert cluster.partition(2, TP).state.role is Role.FOLLOWER
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+# ------------------------------------------------------------- the log flusher (docs/log.md §8)
+
+
+async def test_the_log_flusher_flushes_logs_whose_flush_ms_has_passed() -> None:
+    """``log.flush.scheduler.interval.ms`` runs Kafka's ``kafka-log-flusher`` (first after 30 s):
+    every log with unflushed data whose ``flush.ms`` (``log.flush.interval.ms``) passed since its
+    last flush is flushed to its end, so its recovery point reaches the log end offset."""
+    cluster = InProcessCluster(
+        broker_ids=(1,),
+        config_overrides={"log_flush_scheduler_interval_ms": 1_000},
+        default_log_config=LogConfig(flush_ms=2_000),
+        link=LinkBehaviour(min_delay_ms=0, max_delay_ms=0),
+    )
+    await cluster.__aenter__()
+    try:
+        await cluster.start_brokers(1)
+        await cluster.create_topic(TP.topic, {0: (1,)})
+        await cluster.complete(cluster.produce(1, TP, batch(b"a", b"b", b"c"), acks=1))
+        log = cluster.log(1, TP)
+        assert (log.log_end_offset, log.recovery_point) == (3, 0)
+        await cluster.advance(20_000)
+        assert log.recovery_point == 0  # the flusher's first run is 30 s after start
+        await cluster.wait_for(lambda: log.recovery_point == 3, within_ms=20_000)
     finally:
         await cluster.__aexit__(None, None, None)

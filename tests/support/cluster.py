@@ -13,8 +13,8 @@ What a test may still do by hand is what a client, a follower or an impostor wou
 
 * produce, fetch, list epochs (``produce``, ``fetch``, ``offsets_for_leader_epoch``) as a client
   sends them, and ``follower_fetch`` as a follower would (a test playing a broker that is down);
-* ``send_leader_and_isr``/``send_update_metadata``: raw controller requests, ONLY for tests that
-  play a stale or forged controller to check that a broker fences it;
+* ``send_leader_and_isr``/``send_update_metadata``/``stop_replica``: raw controller requests, ONLY
+  for tests that play a stale or forged controller to check how a broker fences or applies one;
 * white-box peeks: actors, logs, ZooKeeper (``zk_partition_state``, ``zookeeper.peek``).
 
 Network faults beyond SimCluster's link filters: ``network.drop_replies_when`` loses the replies a
@@ -27,7 +27,7 @@ Links have no latency by default (``LinkBehaviour(0, 0)``), so a step's timing i
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,6 +55,7 @@ from actors.common.protocol import (
     ProducePartitionData,
     ProduceRequest,
     ProduceResponse,
+    StopReplicaRequest,
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
@@ -617,6 +618,21 @@ class InProcessCluster(SimCluster):
         assert isinstance(response, LeaderAndIsrResponse)
         await self.settle()
         return response
+
+    def stop_replica(self, broker_id: int, *tps: TopicPartition, delete: bool) -> Awaitable[object]:
+        """A raw StopReplica claiming the active controller's id and epoch: ONLY for a test of how
+        a broker applies one on its own. The answer is awaited (``complete``) by the caller."""
+        return self.client_node.ask(
+            broker_ref(broker_id),
+            StopReplicaRequest(
+                controller_id=self.controller_id(),
+                controller_epoch=self.controller_epoch(),
+                broker_epoch=-1,
+                delete_partitions=delete,
+                partitions=tps,
+            ),
+            timeout_ms=30_000,
+        )
 
     async def send_update_metadata(
         self, broker_id: int, *, controller_id: int, controller_epoch: int

@@ -21,12 +21,14 @@ __all__ = [
     "AppendRecords",
     "BecomeFollower",
     "BecomeLeader",
+    "CreateLog",
     "FetchOffsetForTimestamp",
     "FollowerAppendResult",
     "FollowerLogState",
     "GetFollowerLogState",
     "IsrChangeRecorded",
     "LastOffsetForLeaderEpoch",
+    "MaybeFlush",
     "MaybeShrinkIsr",
     "NotifyOnChange",
     "PartitionAppendResult",
@@ -62,6 +64,15 @@ class BecomeFollower:
 
 
 @dataclass(frozen=True, slots=True)
+class CreateLog:
+    """A replica assigned here whose leader is not yet known: its log exists now (so its checkpoints
+    do), while its role waits for a LeaderAndIsr naming a live leader (Kafka's KAFKA-1647)."""
+
+    policy: TopicPolicy
+    log_config: LogConfig
+
+
+@dataclass(frozen=True, slots=True)
 class UpdateTopicConfig:
     """The topic's configuration changed (``/config/changes``): new policy and log settings."""
 
@@ -71,7 +82,9 @@ class UpdateTopicConfig:
 
 @dataclass(frozen=True, slots=True)
 class StopReplica:
-    """Stop serving (StopReplica from the controller). With ``delete``, the log is deleted too."""
+    """Stop serving (StopReplica from the controller). Without ``delete`` the replica goes offline
+    and its actor stays, keeping its log and leader epoch (Kafka keeps the ``Partition``); with
+    ``delete`` the log is deleted and the actor stops."""
 
     delete: bool
 
@@ -87,6 +100,11 @@ class ReplicaStopped:
 @dataclass(frozen=True, slots=True)
 class MaybeShrinkIsr:
     """The broker's ``isr-expiration`` task tick."""
+
+
+@dataclass(frozen=True, slots=True)
+class MaybeFlush:
+    """The broker's ``kafka-log-flusher`` task tick: flush the log if its ``flush.ms`` has passed."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,9 +266,11 @@ class FollowerAppendResult:
 PartitionCommand: TypeAlias = (
     BecomeLeader
     | BecomeFollower
+    | CreateLog
     | UpdateTopicConfig
     | StopReplica
     | MaybeShrinkIsr
+    | MaybeFlush
     | NotifyOnChange
     | AppendRecords
     | ReadRecords

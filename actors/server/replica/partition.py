@@ -68,10 +68,12 @@ from actors.server.replica.messages import (
     AppendRecords,
     BecomeFollower,
     BecomeLeader,
+    CreateLog,
     FetchOffsetForTimestamp,
     GetFollowerLogState,
     IsrChangeRecorded,
     LastOffsetForLeaderEpoch,
+    MaybeFlush,
     MaybeShrinkIsr,
     NotifyOnChange,
     PartitionAppendResult,
@@ -184,7 +186,7 @@ class PartitionActor(Actor[PartitionMessage]):
         log_manager: LogManager,
         coordinator: Coordinator,
         broker: ActorRef,
-        initial_role: Callable[[], BecomeLeader | BecomeFollower | None] | None = None,
+        initial_role: Callable[[], BecomeLeader | BecomeFollower | CreateLog | None] | None = None,
         restarted: bool = False,
     ) -> None:
         self.tp = tp
@@ -236,6 +238,9 @@ class PartitionActor(Actor[PartitionMessage]):
                 self._on_become_leader(ctx, message)
             case BecomeFollower():
                 self._on_become_follower(ctx, message)
+            case CreateLog():
+                self.policy = message.policy
+                self._ensure_log(ctx, message.log_config)
             case StopReplica():
                 self._on_stop_replica(ctx, message)
             case UpdateTopicConfig():
@@ -244,6 +249,10 @@ class PartitionActor(Actor[PartitionMessage]):
                     self.log.update_config(message.log_config)
             case MaybeShrinkIsr():
                 self._on_maybe_shrink_isr(ctx)
+            case MaybeFlush():
+                # Kafka's flushDirtyLogs: the whole log, once flush.ms passed since the last flush.
+                if self.log is not None and self.log.flush_due(ctx.now_ms):
+                    self._request_flush(ctx, self.log.log_end_offset)
             case NotifyOnChange():
                 self._on_notify_on_change(ctx, message)
             case AppendRecords():
@@ -307,6 +316,9 @@ class PartitionActor(Actor[PartitionMessage]):
                 self._on_become_leader(ctx, role)
         elif isinstance(role, BecomeFollower):
             self._on_become_follower(ctx, role)
+        elif isinstance(role, CreateLog):
+            self.policy = role.policy
+            self._ensure_log(ctx, role.log_config)
 
     def on_stop(self, ctx: Context[PartitionMessage]) -> None:
         self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -431,7 +443,10 @@ class PartitionActor(Actor[PartitionMessage]):
         if ctx.requester is not None:
             ctx.reply(ReplicaStopped(error_code=error))
         self._changed(ctx)
-        ctx.stop_self()
+        if message.delete:
+            # The reply and this stop take effect together: when the broker reads the reply, the
+            # actor's name is free for a partition of the same name created again.
+            ctx.stop_self()
 
     def _describe_role(self) -> str:
         state = self.state

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
+from pathlib import Path
+
 import pytest
 
 from runtime.storage.checkpoint import (
+    CheckpointWrite,
     EpochEntry,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
@@ -12,6 +16,7 @@ from runtime.storage.checkpoint import (
 )
 from runtime.storage.errors import CorruptCheckpointError
 from runtime.storage.fs import MemoryFileSystem
+from runtime.storage.os_fs import OsFileSystem
 from runtime.storage.topic_partition import TopicPartition
 
 
@@ -93,3 +98,45 @@ def test_checkpoint_writes_can_be_prepared_then_run_elsewhere() -> None:
     offsets[TopicPartition("t", 0)] = 99  # later changes do not leak into a prepared write
     job.run()
     assert checkpoint.read() == {TopicPartition("t", 0): 1}
+
+
+def test_a_snapshot_older_than_the_one_written_is_dropped() -> None:
+    """One writer per file: the broker's periodic recovery-point checkpoint is prepared on the event
+    loop and written in a worker thread; if a truncation checkpointed a lower recovery point in
+    between, the older snapshot must not put the higher one back (a restart would then trust data
+    written after the truncation without recovering it)."""
+    fs = _fs()
+    checkpoint = OffsetCheckpointFile(fs, "/dir/recovery-point-offset-checkpoint")
+    tp = TopicPartition("t", 0)
+    periodic = checkpoint.prepare({tp: 500})
+    checkpoint.write({tp: 120})  # the truncation's checkpoint, written at once
+    periodic.run()
+    assert checkpoint.read() == {tp: 120}
+    checkpoint.write({tp: 130})
+    assert checkpoint.read() == {tp: 130}
+
+
+def test_writes_from_many_threads_never_collide_on_the_tmp_file(tmp_path: Path) -> None:
+    """The writes of one file share its ``.tmp`` name: they must run one at a time, whichever
+    threads run them, and the newest snapshot is what stays."""
+    fs = OsFileSystem()
+    checkpoint = OffsetCheckpointFile(fs, str(tmp_path / "recovery-point-offset-checkpoint"))
+    tp = TopicPartition("t", 0)
+    jobs = [checkpoint.prepare({tp: offset}) for offset in range(400)]
+    errors: list[OSError] = []
+
+    def run(share: list[CheckpointWrite]) -> None:
+        try:
+            for job in share:
+                job.run()
+        except OSError as error:  # a collision on the .tmp file; the assertion below names it
+            errors.append(error)
+
+    threads = [threading.Thread(target=run, args=(jobs[start::4],)) for start in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert checkpoint.read() == {tp: 399}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recovery-point-offset-checkpoint"]
