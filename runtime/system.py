@@ -892,6 +892,11 @@ class ActorSystem:
     def stalled(self) -> bool:
         return self._stalled
 
+    @property
+    def closing(self) -> bool:
+        """Shutting down (a clean stop, or a halt ending the node): its actors are stopping."""
+        return self._closing
+
     # ---------------------------------------------------------------------------- observing
 
     def has_actor(self, name: str) -> bool:

@@ -247,8 +247,11 @@ class Checker:
 
     def _check_acknowledged_with_min_isr(self, now: int) -> None:
         """When its acknowledgement arrives, an acks=all record is in at least min.insync.replicas
-        replicas' logs (the ISR it was committed in). Brokers that went down since the record was
-        sent cannot be read, so such records are not judged."""
+        replicas' logs (the ISR it was committed in). A broker that cannot be read, or whose copy
+        may be gone for a reason Kafka's durability model allows, counts as a possible holder: one
+        down or going down (halting) since the record was sent, or one that lost power since then
+        (a follower that fetched the record counts for the acknowledgement even if its unflushed
+        copy is lost)."""
         for topic in self.alive_topics():
             for producer in topic.producers:
                 acked, producer.newly_acked = producer.newly_acked, []
@@ -257,19 +260,21 @@ class Checker:
                 for outcome in acked:
                     assert outcome.partition is not None
                     assert outcome.offset is not None
-                    if any(
-                        b.went_down_ms >= outcome.sent_ms and b.node is None
-                        for b in self.cluster.brokers.values()
-                    ):
-                        continue
                     tp = TopicPartition(topic.name, outcome.partition)
                     holders = []
+                    possible = []
                     required = 0
                     for broker_id, broker in self.cluster.brokers.items():
+                        node = broker.node
+                        if (
+                            (node is None and broker.went_down_ms >= outcome.sent_ms)
+                            or (node is not None and node.system.closing)
+                            or self.power_lost_at.get(broker_id, -1) >= outcome.sent_ms
+                        ):
+                            possible.append(broker_id)
+                            continue
                         # A broker in controlled shutdown still replicates: it counts.
-                        actor = (
-                            self.cluster.partition_actor(broker_id, tp) if broker.node is not None else None
-                        )
+                        actor = self.cluster.partition_actor(broker_id, tp) if node is not None else None
                         if actor is None or actor.log is None:
                             continue
                         required = max(required, actor.policy.min_insync_replicas)
@@ -278,7 +283,7 @@ class Checker:
                             found = log_values(log, start=outcome.offset)
                             if found.get(outcome.offset) == outcome.value:
                                 holders.append(broker_id)
-                    if len(holders) < required:
+                    if len(holders) + len(possible) < required:
                         self.fail(
                             "AcknowledgedOnMinInsyncReplicas",
                             f"{tp}: {outcome.value!r} acknowledged at offset {outcome.offset} is on "
