@@ -30,7 +30,7 @@ from actors.server.fetcher.replica_fetcher import FetchPhase, ReplicaFetcherActo
 from ops.broker_metrics import broker_metric_families, collect_node
 from ops.codec import wire_codec
 from ops.config import BrokerSettings, load_broker_settings
-from ops.json_api.routes import json_api_routes
+from ops.json_api.routes import JsonApi
 from ops.properties import ConfigError
 from ops.wiring import BrokerNode, NodeAdapters, broker_node_context
 from runtime.clock import LoopClock
@@ -113,6 +113,11 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
     )
     metrics = NodeMetrics()
     current: BrokerNode | None = None
+    json_api = JsonApi(
+        lambda: current,
+        secret=settings.internal_auth_secret,
+        max_body_bytes=settings.socket_request_max_bytes,
+    )
     server = HttpServer(
         settings.listener.host,
         settings.listener.port,
@@ -120,11 +125,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
             *transport.routes(),
             metrics.route(),
             *health_routes(lambda: current),
-            *json_api_routes(
-                lambda: current,
-                secret=settings.internal_auth_secret,
-                max_body_bytes=settings.socket_request_max_bytes,
-            ),
+            *json_api.routes(),
         ],
         max_body_bytes=settings.socket_request_max_bytes,
     )
@@ -170,6 +171,9 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
             if snapshots is not None:
                 await snapshots
             _log.info("broker %d shutting down", config.broker_id)
+            # The JSON API's acks=all producer runs on this node: it finishes (or fails) what it
+            # holds while the node still runs.
+            await json_api.close()
     finally:
         await server.stop()
     _log.info("broker %d stopped", config.broker_id)

@@ -144,6 +144,9 @@ class BrokerNode:
     coordinator: Coordinator
     broker: ActorRef
     admin: ActorRef
+    # Where every broker is reached (this one's own address included), as the broker actor learns
+    # them; the node's own clients (the JSON API's producer) share it.
+    address_book: AddressBook
     controller: ActorRef | None = None
     # Whether leaving runs Kafka's controlled shutdown first (config, unless the process is being
     # killed: a killed process asks nobody for anything).
@@ -232,8 +235,8 @@ async def broker_node_context(
                     ),
                 )
             node = BrokerNode(
-                config, system, log_manager, coordinator, broker, admin, controller,
-                controlled_shutdown_enable=config.controlled_shutdown_enable,
+                config, system, log_manager, coordinator, broker, admin, adapters.address_book,
+                controller, controlled_shutdown_enable=config.controlled_shutdown_enable,
             )  # fmt: skip
             try:
                 yield node

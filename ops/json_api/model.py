@@ -14,8 +14,11 @@ Rules kept here
 * Partitions: a record's explicit ``partition``; else, with a key, Kafka's default partitioner
   (``to_positive(murmur2(key bytes)) % partitions``, every partition counting, so a key's partition
   never moves); else one partition per request, rotating over the partitions that have a leader.
-* Records for one partition become one v2 record batch, in request order; each record's offset is
-  the batch's base offset plus its position in the batch.
+* With acks=1 and acks=0, records for one partition become one v2 record batch, in request order;
+  each record's offset is the batch's base offset plus its position in the batch. With acks=all the
+  broker's idempotent producer batches them (``routes.py``); each record's outcome is its own
+  ``RecordMetadata`` or ``ProducerError`` (``outcome_of_delivery``), and one not acknowledged when
+  the answer is due is REQUEST_TIMED_OUT, "may or may not have been written".
 * Errors use Kafka's names and numbers; the HTTP status says what kind of failure it is (4xx: fix
   the request; 503: retriable, try again; 500: the server failed).
 """
@@ -32,7 +35,15 @@ from typing import Any, Final
 
 import orjson
 
+from actors.clients.producer.errors import (
+    BufferExhaustedError,
+    NetworkError,
+    ProducerClosedError,
+    ProducerError,
+    ProducerTimeoutError,
+)
 from actors.clients.producer.partitioner import keyed_partition
+from actors.clients.producer.protocol import RecordMetadata
 from actors.common.errors import ErrorCode
 from actors.common.protocol import (
     MetadataResponse,
@@ -64,6 +75,7 @@ __all__ = [
     "cluster_body",
     "decode_fetched_records",
     "error_body",
+    "outcome_of_delivery",
     "outcomes_of_batch",
     "parse_partition",
     "parse_produce_body",
@@ -473,7 +485,8 @@ def _no_partition(partition: int, partition_count: int) -> ApiError:
 @dataclass(frozen=True, slots=True)
 class PartitionBatch:
     """One partition's records of a request, as one v2 batch; ``indexes`` are their positions in
-    the request, ``timestamps`` their CreateTime."""
+    the request, ``timestamps`` their CreateTime. ``records`` is empty when the batch was not
+    encoded (acks=all: the idempotent producer builds its own batches)."""
 
     partition: int
     indexes: tuple[int, ...]
@@ -482,10 +495,11 @@ class PartitionBatch:
 
 
 def build_partition_batches(
-    records: Sequence[RecordInput], partitions: Sequence[int], *, now_ms: int
+    records: Sequence[RecordInput], partitions: Sequence[int], *, now_ms: int, encode: bool = True
 ) -> list[PartitionBatch]:
     """One batch per partition, records in request order; records without a timestamp get
-    ``now_ms`` (the producer's clock, as Kafka's producer stamps CreateTime)."""
+    ``now_ms`` (the producer's clock, as Kafka's producer stamps CreateTime). Without ``encode``
+    the record batch bytes are left out (``b""``)."""
     by_partition: dict[int, list[int]] = {}
     for index, partition in enumerate(partitions):
         by_partition.setdefault(partition, []).append(index)
@@ -497,7 +511,7 @@ def build_partition_batches(
                 partition=partition,
                 indexes=tuple(indexes),
                 timestamps=tuple(record.timestamp for record in simple),
-                records=build_batch(simple),
+                records=build_batch(simple) if encode else b"",
             )
         )
     return batches
@@ -544,6 +558,42 @@ def outcomes_of_batch(
         )
         for position, timestamp in enumerate(batch.timestamps)
     ]
+
+
+_UNKNOWN_OUTCOME: Final = "the record may or may not have been written"
+
+
+def outcome_of_delivery(
+    partition: int, delivered: RecordMetadata | ProducerError | None, *, waited_ms: int
+) -> RecordOutcome:
+    """One record's outcome from the idempotent producer (acks=all): where it was written, its
+    error, or, for ``None`` (not finished when the answer was due, ``waited_ms`` after the request
+    arrived), REQUEST_TIMED_OUT. Wherever the producer cannot know whether the broker has the record
+    (a timeout, no answer, a producer closed meanwhile) the message says so."""
+    if delivered is None:
+        return RecordOutcome(
+            partition,
+            ErrorCode.REQUEST_TIMED_OUT,
+            message=f"not acknowledged within {waited_ms} ms (timeout_ms + the broker's request.timeout.ms); "
+            f"{_UNKNOWN_OUTCOME}: the broker's idempotent producer keeps delivering it until its "
+            "delivery.timeout.ms",
+        )
+    if isinstance(delivered, RecordMetadata):
+        return RecordOutcome(partition, offset=delivered.offset, timestamp=delivered.timestamp)
+    if isinstance(delivered, ProducerClosedError):
+        # The broker is shutting down (or its producer failed): not a fault of the request.
+        return RecordOutcome(
+            partition,
+            ErrorCode.BROKER_NOT_AVAILABLE,
+            message=f"the broker's producer closed before the record was acknowledged "
+            f"({delivered.message}); {_UNKNOWN_OUTCOME}",
+        )
+    message = delivered.message
+    if isinstance(delivered, ProducerTimeoutError | NetworkError) and not isinstance(
+        delivered, BufferExhaustedError
+    ):
+        message = f"{message}; {_UNKNOWN_OUTCOME}"
+    return RecordOutcome(partition, delivered.error_code, message=message)
 
 
 def produce_response(

@@ -15,17 +15,33 @@ Theory of operation
 -------------------
 Handlers are thin: parse and validate (``model.py``, pure), then ask the actor system, then
 shape the answer (``model.py`` again). Metadata comes from the local broker actor's metadata
-cache (what the controller last sent). Produce and read requests go to the partition's leader,
-asking that broker's ``broker`` actor directly (the node's address book knows every live broker):
-records for one partition travel as one v2 record batch; one ProduceRequest per leader.
+cache (what the controller last sent); partitions are chosen here (``assign_partitions``), for
+every ``acks``. Reads, offsets and acks=1/acks=0 produces go to the partition's leader, asking that
+broker's ``broker`` actor directly (the node's address book knows every live broker): records for
+one partition travel as one v2 record batch; one ProduceRequest per leader. acks=all produces go
+through the JSON API's idempotent producer (``ops/clients/producer.py``, ``enable.idempotence``,
+``linger.ms=0``): one per ``JsonApi``, on this broker's own actor system, made on first use and
+closed by ``JsonApi.close``; each record goes with the partition and timestamp chosen here.
 
 Retries are only those that cannot duplicate or lose anything:
 
-* produce: a partition answered NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE or
-  UNKNOWN_TOPIC_OR_PARTITION by the broker we thought led it, or had no leader, or that broker's
-  ``broker`` actor was gone: nothing was appended, so the batch is sent again to the leader the
-  refreshed metadata names, after ``retry_backoff_ms``, until the request's deadline. A timeout or a
-  lost connection is *not* retried: the outcome is unknown (REQUEST_TIMED_OUT / NETWORK_EXCEPTION);
+* produce with acks=all: the producer's own, as for every client: a batch is sent again with its
+  producer id and sequence numbers, so a leader that already has it (the first attempt landed,
+  then the answer was NOT_LEADER_OR_FOLLOWER, a timeout, or lost) answers with the original offsets
+  instead of appending it twice. The answer waits until the request's deadline (``timeout_ms`` +
+  the broker's ``request.timeout.ms``); a record not acknowledged by then is REQUEST_TIMED_OUT and
+  may or may not have been written (the producer keeps delivering it, idempotently, until its
+  ``delivery.timeout.ms``). Too few in-sync replicas and a missing leader are retriable for the
+  producer, as in Kafka, so such records end as REQUEST_TIMED_OUT at the deadline;
+* produce with acks=1 (and acks=0): a partition answered NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE
+  or UNKNOWN_TOPIC_OR_PARTITION by the broker we thought led it, or had no leader, or that broker's
+  ``broker`` actor was gone: the batch is sent again to the leader the refreshed metadata names,
+  after ``retry_backoff_ms``, until the request's deadline. This is safe because an acks=1 leader
+  answers at once, nothing is parked: those answers mean nothing was appended. (An acks=all leader
+  that loses leadership answers a produce it has parked, appended and waiting for the ISR,
+  NOT_LEADER_OR_FOLLOWER, and the new leader may keep that batch: hence the producer for acks=all.)
+  A timeout or a lost connection is *not* retried: the outcome is unknown (REQUEST_TIMED_OUT /
+  NETWORK_EXCEPTION);
 * reads and offsets: any invalid-metadata error (the leader moved, epochs disagree) or an
   unreachable leader is retried the same way, so reads follow the current leader.
 
@@ -42,12 +58,14 @@ import asyncio
 import functools
 import hmac
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 import orjson
 from aiohttp import web
 
+from actors.clients.producer.errors import ProducerError
 from actors.common.errors import ErrorCode
 from actors.common.names import BROKER_ACTOR_NAME, broker_node
 from actors.common.protocol import (
@@ -70,6 +88,7 @@ from actors.common.protocol import (
     ProduceResponse,
     TopicMetadata,
 )
+from ops.clients.producer import Producer, RecordMetadata
 from ops.json_api.model import (
     MAX_RECORDS_PER_REQUEST,
     ApiError,
@@ -81,6 +100,7 @@ from ops.json_api.model import (
     cluster_body,
     decode_fetched_records,
     error_body,
+    outcome_of_delivery,
     outcomes_of_batch,
     parse_partition,
     parse_produce_body,
@@ -95,8 +115,11 @@ from ops.json_api.model import (
 )
 from ops.json_api.schema import openapi_document
 from ops.wiring import BrokerNode
+from runtime.clock import Clock
 from runtime.errors import AskTimeoutError, PeerUnavailableError, RemoteRequestError, UnknownActorError
 from runtime.ref import ActorRef
+from runtime.system import ActorSystem
+from runtime.transport.addresses import AddressBook
 
 __all__ = ["JsonApi", "json_api_routes"]
 
@@ -108,7 +131,12 @@ NodeHandler = Callable[[web.Request, BrokerNode], Awaitable[web.Response]]
 
 # Kafka's retry.backoff.ms.
 DEFAULT_RETRY_BACKOFF_MS: Final = 100
-# Broker answers after which a produce batch was certainly not appended: safe to send again.
+# How long ``close`` lets the acks=all producer finish what it holds (answers on their way) before
+# failing the rest (BROKER_NOT_AVAILABLE, may or may not have been written). Short: a stopping
+# broker spends it before its controlled shutdown, within the pod's grace period.
+DEFAULT_CLOSE_TIMEOUT_MS: Final = 5_000
+# Broker answers after which an acks=1 (or acks=0) produce batch was certainly not appended: safe
+# to send again. Not for acks=all (module docstring).
 _PRODUCE_RETRIABLE: Final = frozenset(
     {
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -126,7 +154,8 @@ def json_api_routes(
     node: Callable[[], BrokerNode | None], *, secret: str, max_body_bytes: int
 ) -> list[web.RouteDef]:
     """The JSON API's routes for a broker's HttpServer; ``node`` is the running node (None while
-    it starts, when /v1 answers 503)."""
+    it starts, when /v1 answers 503). Nobody closes this ``JsonApi``'s acks=all producer: a
+    server that stops before its node makes a ``JsonApi`` and calls ``close`` (``broker_main``)."""
     return JsonApi(node, secret=secret, max_body_bytes=max_body_bytes).routes()
 
 
@@ -145,6 +174,16 @@ def _broker_ref(broker_id: int) -> ActorRef:
     return ActorRef(node_id=broker_node(broker_id), name=BROKER_ACTOR_NAME)
 
 
+@dataclass(slots=True)
+class _ThisBroker:
+    """The broker's node as the ``ClientEndpoint`` of the JSON API's producer: its actor system,
+    its address book, and its own broker actor as the one bootstrap server."""
+
+    system: ActorSystem
+    address_book: AddressBook
+    bootstrap_refs: tuple[ActorRef, ...]
+
+
 class JsonApi:
     def __init__(
         self,
@@ -154,6 +193,7 @@ class JsonApi:
         max_body_bytes: int,
         max_records_per_request: int = MAX_RECORDS_PER_REQUEST,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
+        close_timeout_ms: int = DEFAULT_CLOSE_TIMEOUT_MS,
     ) -> None:
         if not secret:
             raise ValueError("the JSON API needs internal.auth.secret")
@@ -162,9 +202,15 @@ class JsonApi:
         self.max_body_bytes = max_body_bytes
         self.max_records_per_request = max_records_per_request
         self.retry_backoff_ms = retry_backoff_ms
+        self.close_timeout_ms = close_timeout_ms
         # Per topic: which available partition the next request's unkeyed records go to.
         self._rotation: dict[str, int] = {}
         self._openapi_body = orjson.dumps(openapi_document())
+        # acks=all: the idempotent producer and the node it runs on (module docstring).
+        self._producer: Producer | None = None
+        self._producer_node: BrokerNode | None = None
+        self._producer_lock = asyncio.Lock()
+        self._closed = False
 
     def routes(self) -> list[web.RouteDef]:
         partition = "/v1/topics/{topic}/partitions/{partition}"
@@ -178,6 +224,18 @@ class JsonApi:
             web.post(f"{partition}/records", self._guard(self._produce_to_partition)),
             web.get(f"{partition}/records", self._guard(self._read), allow_head=False),
         ]
+
+    async def close(self) -> None:
+        """Close the acks=all producer: what it holds is delivered, or failed after
+        ``close_timeout_ms``. Later acks=all produces answer 503 BROKER_NOT_AVAILABLE. Call it
+        while the node still runs (``ops/broker_main.py`` does, before the node stops)."""
+        self._closed = True
+        async with self._producer_lock:
+            producer, node = self._producer, self._producer_node
+            self._producer = self._producer_node = None
+        if producer is None or node is None or node.system.closing:
+            return  # never made, or its node is stopping, and its actors with it
+        await producer.close(timeout_s=self.close_timeout_ms / 1000)
 
     # ------------------------------------------------------------------------------ the edge
 
@@ -428,7 +486,10 @@ class JsonApi:
             path_partition=path_partition,
         )
         batches = build_partition_batches(
-            produce.records, partitions, now_ms=node.system.clock.wall_clock_ms()
+            produce.records,
+            partitions,
+            now_ms=node.system.clock.wall_clock_ms(),
+            encode=produce.acks != -1,  # acks=all: the producer makes its own batches
         )
         outcomes = await self._send(node, topic, metadata, batches, produce)
         status, answer = produce_response(topic, batches, outcomes)
@@ -458,8 +519,11 @@ class JsonApi:
         batches: list[PartitionBatch],
         produce: ProduceInput,
     ) -> dict[int, list[RecordOutcome]]:
-        """Every batch to its partition's leader, one ProduceRequest per leader, concurrently;
-        batches refused without being appended go again to the new leader (module docstring)."""
+        """acks=all: through the idempotent producer. Otherwise every batch to its partition's
+        leader, one ProduceRequest per leader, concurrently; batches refused without being appended
+        go again to the new leader (module docstring)."""
+        if produce.acks == -1:
+            return await self._send_idempotent(node, topic, batches, produce)
         deadline_ms = node.system.clock.now_ms() + produce.timeout_ms + node.config.request_timeout_ms
         outcomes: dict[int, list[RecordOutcome]] = {}
         pending = {batch.partition: batch for batch in batches}
@@ -496,6 +560,60 @@ class JsonApi:
                 return outcomes
             pending = retry
             metadata = await self._topic_metadata(node, topic)
+
+    async def _send_idempotent(
+        self, node: BrokerNode, topic: str, batches: list[PartitionBatch], produce: ProduceInput
+    ) -> dict[int, list[RecordOutcome]]:
+        """Every record to the idempotent producer, with the partition and timestamp chosen here;
+        the outcomes known by the request's deadline (module docstring)."""
+        producer = await self._idempotent_producer(node)
+        clock = node.system.clock
+        waited_ms = produce.timeout_ms + node.config.request_timeout_ms
+        deadline_ms = clock.now_ms() + waited_ms
+        deliveries: dict[int, list[asyncio.Future[RecordMetadata]]] = {}
+        for batch in batches:
+            futures = deliveries[batch.partition] = []
+            for index, timestamp in zip(batch.indexes, batch.timestamps, strict=True):
+                record = produce.records[index]
+                future = producer.send_nowait(
+                    topic,
+                    record.value,
+                    key=record.key,
+                    partition=batch.partition,
+                    headers=[(header.key, header.value) for header in record.headers],
+                    timestamp_ms=timestamp,
+                )
+                future.add_done_callback(_retrieve)
+                futures.append(future)
+        await _wait_for_all(clock, deadline_ms, [f for futures in deliveries.values() for f in futures])
+        return {
+            partition: [outcome_of_delivery(partition, _delivered(f), waited_ms=waited_ms) for f in futures]
+            for partition, futures in deliveries.items()
+        }
+
+    async def _idempotent_producer(self, node: BrokerNode) -> Producer:
+        """The acks=all producer, made on first use on ``node`` (again if the node was restarted:
+        the old one stopped with the old node's actors)."""
+        async with self._producer_lock:
+            if self._closed:
+                raise ApiError.of(ErrorCode.BROKER_NOT_AVAILABLE, "the broker is shutting down")
+            producer = self._producer
+            if producer is None or self._producer_node is not node:
+                producer = Producer(
+                    node=_ThisBroker(node.system, node.address_book, (node.broker,)),
+                    config={
+                        "bootstrap.servers": _own_address(node),
+                        "client.id": f"json-api-{node.config.broker_id}",
+                        "enable.idempotence": True,
+                        "acks": "all",
+                        "linger.ms": 0,
+                        "retry.backoff.ms": self.retry_backoff_ms,
+                        "request.timeout.ms": node.config.request_timeout_ms,
+                    },
+                )
+                await producer.start()
+                self._producer, self._producer_node = producer, node
+            return producer
 
     async def _produce_at(
         self, node: BrokerNode, leader: int, topic: str, group: list[PartitionBatch], produce: ProduceInput
@@ -536,6 +654,62 @@ class JsonApi:
             )
             for partition in partitions
         }
+
+
+def _own_address(node: BrokerNode) -> str:
+    """This broker's advertised ``host:port``: the producer's ``bootstrap.servers``, for its
+    configuration only (it reaches the broker through ``_ThisBroker.bootstrap_refs``)."""
+    url = node.address_book.resolve(broker_node(node.config.broker_id))
+    assert url is not None, "the node records its own address before it starts"
+    return url.split("://", 1)[-1]
+
+
+async def _wait_for_all(clock: Clock, deadline_ms: int, futures: Sequence[asyncio.Future[Any]]) -> None:
+    """Until every future is done, or ``clock`` reaches ``deadline_ms``."""
+    pending = [future for future in futures if not future.done()]
+    if not pending:
+        return
+    finished: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+    remaining = len(pending)
+
+    def one_done(_: asyncio.Future[Any]) -> None:
+        nonlocal remaining
+        remaining -= 1
+        if remaining == 0 and not finished.done():
+            finished.set_result(None)
+
+    def expire() -> None:
+        if not finished.done():
+            finished.set_result(None)
+
+    for future in pending:
+        future.add_done_callback(one_done)
+    handle = clock.call_later(max(deadline_ms - clock.now_ms(), 0), expire)
+    try:
+        await finished
+    finally:
+        handle.cancel()
+        for future in pending:
+            future.remove_done_callback(one_done)
+
+
+def _retrieve(future: asyncio.Future[RecordMetadata]) -> None:
+    """Read a delivery's outcome when it comes (it may come after the answer was sent), so that
+    asyncio never reports an exception as not retrieved."""
+    if not future.cancelled():
+        future.exception()
+
+
+def _delivered(future: asyncio.Future[RecordMetadata]) -> RecordMetadata | ProducerError | None:
+    """A delivery's outcome; None while it is still pending."""
+    if not future.done() or future.cancelled():
+        return None
+    error = future.exception()
+    if error is None:
+        return future.result()
+    if isinstance(error, ProducerError):
+        return error
+    return ProducerError(f"the producer failed: {type(error).__name__}: {error}")
 
 
 def _failure(topic: str, partition: int, error: ErrorCode, message: str) -> ProducePartitionResponse:

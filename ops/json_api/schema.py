@@ -142,7 +142,8 @@ _SCHEMAS: Final[dict[str, Schema]] = {
                 "items": _ref("ProduceRecord"),
                 "minItems": 1,
                 "maxItems": MAX_RECORDS_PER_REQUEST,
-                "description": "Records of one partition are written as one record batch, in order.",
+                "description": "Records of one partition are written in order: with acks=1 or 0 as one "
+                "record batch, with acks=all by the broker's idempotent producer.",
             },
             "acks": {
                 "enum": ["all", "-1", "1", "0", -1, 1, 0],
@@ -152,7 +153,11 @@ _SCHEMAS: Final[dict[str, Schema]] = {
                 "are -1).",
             },
             "timeout_ms": _integer(
-                "How long the leader waits for acks=all (Kafka's request timeout).", 0, MAX_PRODUCE_TIMEOUT_MS
+                "How long the answer may wait, beyond the broker's request.timeout.ms, for the records to "
+                "be acknowledged (leader moves and retries included); records not acknowledged by then "
+                "are REQUEST_TIMED_OUT and may or may not have been written.",
+                0,
+                MAX_PRODUCE_TIMEOUT_MS,
             )
             | {"default": 30_000},
             "key_format": {"enum": ["json", "string", "binary"], "default": "json"},
@@ -171,7 +176,7 @@ _SCHEMAS: Final[dict[str, Schema]] = {
         {
             "partition": _integer("Partition the record was meant for.", 0),
             "error_code": {"type": "integer"},
-            "error": {"type": "string", "examples": ["NOT_ENOUGH_REPLICAS", "REQUEST_TIMED_OUT"]},
+            "error": {"type": "string", "examples": ["REQUEST_TIMED_OUT", "LEADER_NOT_AVAILABLE"]},
             "message": {"type": "string"},
         }
     ),
@@ -232,7 +237,7 @@ _STATUS_TEXT: Final = {
     500: "The server failed (UNKNOWN_SERVER_ERROR).",
     502: "A peer broker failed an internal request (UNKNOWN_SERVER_ERROR).",
     503: "Retriable: no leader, the leader moved, too few in-sync replicas, a timeout, the broker is "
-    "starting (LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, "
+    "starting or shutting down (LEADER_NOT_AVAILABLE, NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, "
     "NOT_ENOUGH_REPLICAS_AFTER_APPEND, REQUEST_TIMED_OUT, NETWORK_EXCEPTION, BROKER_NOT_AVAILABLE, ...).",
 }
 

@@ -30,7 +30,7 @@ from referencing.jsonschema import DRAFT202012
 from actors.clients.producer.partitioner import keyed_partition
 from actors.common.errors import ErrorCode
 from actors.common.names import broker_node
-from actors.common.protocol import UpdateMetadataRequest
+from actors.common.protocol import FetchRequest, UpdateMetadataRequest
 from actors.common.types import TopicPartition
 from actors.server.replica.partition_state import Role
 from ops.json_api.routes import JsonApi, json_api_routes
@@ -135,6 +135,7 @@ class Api:
     session: aiohttp.ClientSession
     url: str
     arrivals: Arrivals
+    json_api: JsonApi
 
     async def call(
         self,
@@ -201,9 +202,12 @@ async def serving(json_api: JsonApi, cluster: InProcessCluster) -> AsyncIterator
     await server.start()
     try:
         async with aiohttp.ClientSession() as session:
-            yield Api(cluster, session, server.url, arrivals)
+            yield Api(cluster, session, server.url, arrivals, json_api)
     finally:
         await server.stop()
+        # Its acks=all producer runs on broker 1's node: closed while the cluster runs (virtual
+        # time moves while it finishes what it still holds).
+        await cluster.complete(json_api.close())
 
 
 def broker_1(cluster: InProcessCluster) -> Callable[[], BrokerNode | None]:
@@ -346,16 +350,44 @@ async def test_acks_one_and_zero(api: Api) -> None:
     assert [r["value"] for r in (await api.read(ORDERS, 0, 0)).body["records"]] == ["z"]
 
 
-async def test_acks_all_below_min_insync_replicas_is_not_enough_replicas(api: Api) -> None:
-    refused = await api.produce(THIN, [{"value": 1}, {"value": 2}])
-    assert (refused.status, refused.error) == (503, "NOT_ENOUGH_REPLICAS")
+async def test_acks_all_below_min_insync_replicas_times_out_without_writing(api: Api) -> None:
+    # The leader refuses the batch NOT_ENOUGH_REPLICAS, which is retriable: the broker's idempotent
+    # producer retries it, as Kafka's does, past the request's deadline (timeout_ms + the broker's
+    # request.timeout.ms), when the answer says the records may or may not have been written.
+    refused = await api.eventually(api.produce(THIN, [{"value": 1}, {"value": 2}], timeout_ms=0))
+    assert (refused.status, refused.error) == (503, "REQUEST_TIMED_OUT")
     assert refused.headers["Retry-After"] == "1"
-    assert [r["error"] for r in refused.body["records"]] == ["NOT_ENOUGH_REPLICAS"] * 2
-    assert "min.insync.replicas" in refused.body["records"][0]["message"]
+    assert [r["error"] for r in refused.body["records"]] == ["REQUEST_TIMED_OUT"] * 2
+    assert "may or may not have been written" in refused.body["records"][0]["message"]
+    assert api.cluster.broker(1).statistics().request_errors_total[("Produce", "NOT_ENOUGH_REPLICAS")] > 1
     offsets = await api.call("GET", f"/v1/topics/{THIN}/partitions/0/offsets")
     assert offsets.body["high_watermark"] == 0  # refused before the append
     accepted = await api.produce(THIN, [{"value": 1}], acks="1")
     assert (accepted.status, accepted.body["records"][0]["offset"]) == (200, 0)
+
+
+async def test_closing_fails_what_the_producer_holds_and_refuses_later_acks_all(api: Api) -> None:
+    cluster = api.cluster
+    # THIN's leader refuses acks=all (too few in-sync replicas): the record stays in the producer.
+    waiting = asyncio.ensure_future(api.produce(THIN, [{"value": 1}]))
+    await asyncio.wait_for(api.arrivals.received(f"/v1/topics/{THIN}/records"), timeout=30)
+    await cluster.wait_for(
+        lambda: (
+            cluster.broker(1).statistics().request_errors_total.get(("Produce", "NOT_ENOUGH_REPLICAS"), 0) > 0
+        ),
+        step_ms=10,
+    )
+    await cluster.complete(api.json_api.close())
+    closed = await asyncio.wait_for(waiting, timeout=30)
+    assert (closed.status, closed.error, closed.body["records"][0]["error"]) == (
+        503, "BROKER_NOT_AVAILABLE", "BROKER_NOT_AVAILABLE",
+    )  # fmt: skip
+    assert "may or may not have been written" in closed.body["records"][0]["message"]
+    refused = await api.produce(ORDERS, [{"value": 1}])
+    assert (refused.status, refused.error, refused.body["message"]) == (
+        503, "BROKER_NOT_AVAILABLE", "the broker is shutting down",
+    )  # fmt: skip
+    assert (await api.produce(ORDERS, [{"value": 1}], acks="1")).status == 200
 
 
 async def test_binary_and_string_formats_round_trip(api: Api) -> None:
@@ -664,8 +696,14 @@ async def test_without_a_leader_produce_and_read_are_leader_not_available(api: A
     assert described.body["partitions"][0]["leader"] == -1
     unkeyed = await api.produce(tp.topic, [{"value": 1}])
     assert (unkeyed.status, unkeyed.error) == (503, "LEADER_NOT_AVAILABLE")
-    explicit = await api.eventually(api.produce(tp.topic, [{"value": 1, "partition": 0}], timeout_ms=0))
+    explicit = await api.eventually(
+        api.produce(tp.topic, [{"value": 1, "partition": 0}], acks="1", timeout_ms=0)
+    )
     assert (explicit.status, explicit.body["records"][0]["error"]) == (503, "LEADER_NOT_AVAILABLE")
+    # With acks=all the broker's producer waits for a leader, as Kafka's does, past the deadline.
+    waited = await api.eventually(api.produce(tp.topic, [{"value": 1, "partition": 0}], timeout_ms=0))
+    assert (waited.status, waited.body["records"][0]["error"]) == (503, "REQUEST_TIMED_OUT")
+    assert "may or may not have been written" in waited.body["records"][0]["message"]
     read = await api.eventually(api.read(tp.topic, 0, 0))
     assert (read.status, read.error) == (503, "LEADER_NOT_AVAILABLE")
 
@@ -710,9 +748,59 @@ async def test_reads_and_writes_follow_the_leader_once_metadata_names_it(api: Ap
     cluster.heal(held)
     answer = await cluster.complete(reading, within_ms=5_000)
     assert [r["value"] for r in answer.body["records"]] == [0, 1, 2]
-    produced = await api.produce(tp.topic, [{"value": 3, "partition": 0}])
+    # The broker's producer still names broker 3: answered NOT_LEADER_OR_FOLLOWER, it refreshes
+    # its metadata and sends the batch to broker 2 after its retry back-off (virtual time).
+    produced = await api.eventually(api.produce(tp.topic, [{"value": 3, "partition": 0}]))
     assert produced.body["records"][0]["offset"] == 3
     assert cluster.log(2, tp).log_end_offset == 4
+
+
+def replica_fetches(source: int, target: int) -> LinkFilter:
+    """A link filter losing every FetchRequest follower ``source`` sends to leader ``target``."""
+
+    def crosses(source_node: str, target_node: str, direction: str, envelope: WireEnvelope) -> bool:
+        return not (
+            (source_node, target_node) == (broker_node(source), broker_node(target))
+            and isinstance(envelope.message, FetchRequest)
+        )
+
+    return crosses
+
+
+async def test_a_retry_after_not_leader_or_follower_is_deduplicated_by_the_new_leader(api: Api) -> None:
+    """Issue 14 item 13. A leader answers a parked acks=all produce NOT_LEADER_OR_FOLLOWER when it
+    loses leadership, after the batch was appended; the follower that fetched it keeps it as the
+    new leader. The JSON API's retry of that answer must not append the record a second time."""
+    cluster = api.cluster
+    tp = TopicPartition("retried", 0)
+    await cluster.create_topic(tp.topic, {0: (3, 2, 1)})  # led by broker 3, ISR of 3
+    await cluster.wait_for_isr(tp, (3, 2, 1))
+    # Broker 1 stops fetching from broker 3: the high watermark cannot pass what broker 1 has, so
+    # an acks=all produce stays parked at broker 3 (for less than replica.lag.time.max.ms).
+    held = cluster.block(replica_fetches(1, 3))
+    path = f"/v1/topics/{tp.topic}/records"
+    producing = asyncio.ensure_future(api.produce(tp.topic, [{"value": "once", "partition": 0}]))
+    await asyncio.wait_for(api.arrivals.received(path), timeout=30)
+    await cluster.wait_for(
+        lambda: cluster.log(3, tp).log_end_offset == 1 and cluster.log(2, tp).log_end_offset == 1,
+        within_ms=2_000,
+        step_ms=10,
+    )
+    assert (cluster.log(3, tp).high_watermark, producing.done()) == (0, False)
+    # Leadership moves to broker 2, which has the record: broker 3's session expires, the
+    # controller elects broker 2 and broker 3, back at once, follows it, answering the parked
+    # produce NOT_LEADER_OR_FOLLOWER.
+    cluster.expire_session(3)
+    answer = await cluster.complete(producing, within_ms=30_000, step_ms=10)
+    cluster.heal(held)
+    assert cluster.zk_partition_state(tp)[0].leader == 2
+    assert cluster.broker(3).statistics().request_errors_total[("Produce", "NOT_LEADER_OR_FOLLOWER")] >= 1
+    assert answer.status == 200, answer.body
+    read = await api.read(tp.topic, 0, 0)
+    written = [(r["offset"], r["value"]) for r in read.body["records"]]
+    assert written == [(0, "once")], f"the record is in the log {len(written)} times: {written}"
+    assert answer.body["records"][0]["offset"] == 0
+    assert cluster.log(2, tp).log_end_offset == 1
 
 
 # ------------------------------------------------------------------------- server conditions

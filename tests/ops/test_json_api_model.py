@@ -10,7 +10,16 @@ import orjson
 import pytest
 from multidict import MultiDict
 
+from actors.clients.producer.errors import (
+    BufferExhaustedError,
+    NetworkError,
+    NotEnoughReplicasError,
+    ProducerClosedError,
+    ProducerTimeoutError,
+    RecordTooLargeError,
+)
 from actors.clients.producer.partitioner import keyed_partition
+from actors.clients.producer.protocol import RecordMetadata
 from actors.common.errors import ErrorCode
 from actors.common.protocol import (
     BrokerEndpoint,
@@ -29,6 +38,7 @@ from ops.json_api.model import (
     build_partition_batches,
     cluster_body,
     decode_fetched_records,
+    outcome_of_delivery,
     outcomes_of_batch,
     parse_partition,
     parse_produce_body,
@@ -335,6 +345,39 @@ def test_outcomes_number_records_from_the_base_offset() -> None:
     assert {(o.error, o.message) for o in outcomes_of_batch(batch, failed, acks=-1)} == {
         (ErrorCode.NOT_ENOUGH_REPLICAS, "ISR too small")
     }
+
+
+def test_batches_for_the_producer_are_not_encoded() -> None:
+    records = [RecordInput(key=None, value=b"v")] * 3
+    (batch,) = build_partition_batches(records, [1, 1, 1], now_ms=7, encode=False)
+    assert (batch.partition, batch.indexes, batch.timestamps, batch.records) == (1, (0, 1, 2), (7, 7, 7), b"")
+
+
+UNKNOWN = "may or may not have been written"
+
+
+def test_producer_deliveries_become_record_outcomes() -> None:
+    written = outcome_of_delivery(3, RecordMetadata("t", 3, 41, 99, -1, 1), waited_ms=5)
+    assert (written.error, written.offset, written.timestamp) == (ErrorCode.NONE, 41, 99)
+    pending = outcome_of_delivery(3, None, waited_ms=31_000)
+    assert pending.error is ErrorCode.REQUEST_TIMED_OUT
+    assert pending.message is not None
+    assert "31000 ms" in pending.message
+    assert UNKNOWN in pending.message
+    # An unknown outcome says so; a definite failure keeps the producer's code and message.
+    for error, code, unknown in [
+        (ProducerTimeoutError("expired in flight"), ErrorCode.REQUEST_TIMED_OUT, True),
+        (NetworkError("no answer"), ErrorCode.NETWORK_EXCEPTION, True),
+        (ProducerClosedError("the producer is closed"), ErrorCode.BROKER_NOT_AVAILABLE, True),
+        (BufferExhaustedError("no memory"), ErrorCode.REQUEST_TIMED_OUT, False),
+        (RecordTooLargeError("too large"), ErrorCode.MESSAGE_TOO_LARGE, False),
+        (NotEnoughReplicasError("ISR too small"), ErrorCode.NOT_ENOUGH_REPLICAS, False),
+    ]:
+        outcome = outcome_of_delivery(0, error, waited_ms=1)
+        assert outcome.error is code, error
+        assert outcome.message is not None
+        assert error.message in outcome.message
+        assert (UNKNOWN in outcome.message) is unknown, outcome.message
 
 
 def test_produce_response_lists_records_in_request_order_and_fails_with_the_first_error() -> None:
