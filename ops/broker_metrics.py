@@ -141,6 +141,9 @@ def _replica_manager_families(snapshot: NodeSnapshot) -> list[Metric]:
         "kafka_server_replicamanager_atminisrpartitioncount": sum(p.at_min_isr for p in led),
         "kafka_server_replicamanager_partitioncount": len(snapshot.partitions),
         "kafka_server_replicamanager_leadercount": len(led),
+        "kafka_log_logmanager_offlinelogdirectorycount": (
+            snapshot.broker.offline_log_directories if snapshot.broker is not None else 0
+        ),
     }
     families: list[Metric] = [shrinks, expands, failed]
     for name, value in gauges.items():

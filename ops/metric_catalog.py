@@ -66,6 +66,8 @@ CATALOG: tuple[MetricSpec, ...] = (
                "Partitions led by this broker whose ISR equals min.insync.replicas."),
     MetricSpec("kafka_server_replicamanager_partitioncount", G, "Partitions hosted by this broker."),
     MetricSpec("kafka_server_replicamanager_leadercount", G, "Partitions led by this broker."),
+    MetricSpec("kafka_log_logmanager_offlinelogdirectorycount", G,
+               "Log directories taken offline by an I/O error (the broker halts after it)."),
     # --- ISR change propagation (the 5 s / 60 s rule, docs/propagation.md §1) ---------------
     MetricSpec("kafka_server_isrchangepropagation_checks_total", C,
                "isr-change-propagation checks with pending changes, by outcome: written (after 5 s "

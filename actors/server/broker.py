@@ -288,7 +288,6 @@ class BrokerActor(Actor[BrokerMessage]):
         self.watchers: dict[TopicPartition, set[int]] = {}
         self.controller_epoch = 0
         self._deletion_ids = itertools.count(1)
-        self.log_dir_failures_total = 0
         self._pending_deletions: dict[int, _PendingDeletion] = {}
         self.broker_epoch = -1
         self.registered = False
@@ -376,7 +375,7 @@ class BrokerActor(Actor[BrokerMessage]):
     def _log_dir_failed(self, ctx: Context[BrokerMessage], error: OSError) -> None:
         """Kafka's log-dir failure with one log dir: the broker halts (a restarted broker actor
         would forget every partition it hosts while ZooKeeper still names it leader)."""
-        self.log_dir_failures_total += 1
+        self.log_manager.mark_offline(str(error))
         ctx.log.error("I/O error in log dir %s: %s; halting the broker", self.log_manager.log_dir, error)
         ctx.halt_node(f"log directory {self.log_manager.log_dir} failed: {error}")
 
@@ -1043,6 +1042,7 @@ class BrokerActor(Actor[BrokerMessage]):
             zookeeper_disconnects_total=self.zookeeper_disconnects_total,
             followed_out_of_isr=self._followed_out_of_isr(),
             has_current_metadata=self.has_current_metadata,
+            offline_log_directories=int(self.log_manager.offline_reason is not None),
         )
 
     def _followed_out_of_isr(self) -> tuple[str, ...]:

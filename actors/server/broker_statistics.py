@@ -50,6 +50,8 @@ class BrokerStatistics:
     followed_out_of_isr: tuple[str, ...] = ()
     # An UpdateMetadata naming this broker live arrived since it (last) registered.
     has_current_metadata: bool = False
+    # 1 once an I/O error took the (only) log dir offline; the broker halts right after.
+    offline_log_directories: int = 0
 
 
 @dataclass(slots=True)

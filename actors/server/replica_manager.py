@@ -264,7 +264,10 @@ class HostedPartitions:
             try:
                 self.log_manager.delete_log(tp)
             except OSError as error:
-                ctx.log.error("cannot delete the log of %s: %s", tp, error)
+                # A failed log dir: the broker halts, as on any I/O error (README, Guarantees).
+                ctx.log.error("cannot delete the log of %s: %s; halting the broker", tp, error)
+                self.log_manager.mark_offline(f"deleting {tp}: {error}")
+                ctx.halt_node(f"log directory {self.log_manager.log_dir} failed deleting {tp}: {error}")
                 return ErrorCode.KAFKA_STORAGE_ERROR
             return ErrorCode.NONE
         self._remove_from_fetcher(ctx, tp, hosted)

@@ -79,10 +79,12 @@ def _report_failure(result: RunResult, options: SimOptions, *, shrink_it: bool) 
         print(
             f"shortest schedule found: {smallest.steps} of {result.steps} actions, still {smallest.violation}"
         )
-        from ops.sim.plan import describe
+        from ops.sim.plan import as_python, describe
 
         for action in smallest.plan:
             print(f"  {action.at_ms:>8} ms  {describe(action)}")
+        print("\nas a regression schedule (tests/sim/test_regressions.py):")
+        print("\n".join(f"    {as_python(action)}," for action in smallest.plan))
     print(f"\nreplay: actorlog sim --seed {result.seed} --steps {options.steps} --verbose")
 
 

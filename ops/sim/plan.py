@@ -16,6 +16,7 @@ Durations end on their own; the runner heals what is left before it checks liven
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import random
 from dataclasses import dataclass
@@ -291,6 +292,19 @@ def describe(action: Action) -> str:
         case ActorCrash(_, broker, actor):
             return f"actor-crash in a {actor} handler on broker {broker}"
     raise AssertionError(action)
+
+
+def as_python(action: Action) -> str:
+    """The action as the Python expression that builds it (a shrunk schedule pasted into
+    tests/sim/test_regressions.py)."""
+
+    def value(field_value: object) -> str:
+        if isinstance(field_value, enum.Enum):
+            return f"{type(field_value).__name__}.{field_value.name}"
+        return repr(field_value)
+
+    fields = ", ".join(value(getattr(action, f.name)) for f in dataclasses.fields(action))
+    return f"{type(action).__name__}({fields})"
 
 
 def fault_kind(action: Action) -> FaultKind | None:

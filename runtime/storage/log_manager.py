@@ -78,6 +78,8 @@ class LogManager:
         self.had_clean_shutdown = had_clean_shutdown
         self._rng = rng
         self._logs: dict[TopicPartition, Log] = {}
+        # Why the log dir went offline (an I/O error), if it did: the broker halts right after.
+        self.offline_reason: str | None = None
         self._high_watermarks = OffsetCheckpointFile(
             fs, posixpath.join(log_dir, REPLICATION_OFFSET_CHECKPOINT)
         )
@@ -174,6 +176,11 @@ class LogManager:
         self.fs.fsync_dir(self.log_dir)
         self._logs[topic_partition] = log
         return log
+
+    def mark_offline(self, reason: str) -> None:
+        """An I/O error took the log dir offline (Kafka's OfflineLogDirectoryCount counts it)."""
+        if self.offline_reason is None:
+            self.offline_reason = reason
 
     def delete_log(self, topic_partition: TopicPartition) -> None:
         """Close the log, rename its directory ``<name>.<id>-delete`` (durably) and remove it."""

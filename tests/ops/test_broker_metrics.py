@@ -8,10 +8,12 @@ import pytest
 from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
+from actors.common.errors import ErrorCode
 from actors.common.types import TopicPartition
 from ops.broker_metrics import broker_metric_families, collect_node
 from ops.metric_catalog import CATALOG, metric_names
 from runtime.metrics import NodeMetrics
+from runtime.storage.fs import DiskFault
 from tests.support.cluster import InProcessCluster, batch
 
 TP = TopicPartition("metrics", 0)
@@ -92,3 +94,28 @@ def test_a_registry_per_node_never_touches_the_global_registry() -> None:
     metrics = NodeMetrics()
     assert isinstance(metrics.registry, CollectorRegistry)
     assert metrics.registry is not REGISTRY
+
+
+@pytest.mark.asyncio
+async def test_a_failed_log_dir_is_counted_offline_and_halts_the_broker() -> None:
+    """Kafka's OfflineLogDirectoryCount: 0 while the log dir works; a write error on it marks it
+    offline (what the gauge exports) and halts the broker, the produce answered
+    KAFKA_STORAGE_ERROR."""
+    async with InProcessCluster() as cluster:
+        await cluster.start_brokers(1, 2)
+        await cluster.create_topic(TP.topic, {0: (1, 2)})
+        assert exposition(cluster, 1)["kafka_log_logmanager_offlinelogdirectorycount"] == [({}, 0.0)]
+        node = cluster.brokers[1].node
+        assert node is not None
+        cluster.brokers[1].fs.inject_fault(DiskFault.WRITE_ERROR)
+        response = await cluster.complete(cluster.produce(1, TP, batch(b"a"), acks=1))
+        assert [p.error_code for p in response.partitions] == [ErrorCode.KAFKA_STORAGE_ERROR]
+        await cluster.wait_for(lambda: cluster.brokers[1].node is None)
+        assert node.log_manager.offline_reason is not None
+        assert cluster.brokers[1].exit_reason is not None  # it ended on its own, non-zero
+
+        # The gauge reads the log manager's state (a halting node is gone before a scrape).
+        live = cluster.brokers[2].node
+        assert live is not None
+        live.log_manager.mark_offline("injected for the gauge")
+        assert exposition(cluster, 2)["kafka_log_logmanager_offlinelogdirectorycount"] == [({}, 1.0)]

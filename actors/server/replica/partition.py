@@ -230,6 +230,7 @@ class PartitionActor(Actor[PartitionMessage]):
         )
         if isinstance(message, AppendRecords) and ctx.requester is not None:
             self._reply_append_error(ctx, ErrorCode.KAFKA_STORAGE_ERROR, f"log directory failed: {error}")
+        self.log_manager.mark_offline(f"{self.tp}: {error}")
         ctx.halt_node(f"log directory {self.log_manager.log_dir} failed ({self.tp}): {error}")
 
     def _dispatch(self, ctx: Context[PartitionMessage], message: PartitionMessage) -> None:
@@ -436,8 +437,13 @@ class PartitionActor(Actor[PartitionMessage]):
             try:
                 self.log_manager.delete_log(self.tp)
             except OSError as failure:
-                ctx.log.error("cannot delete the log of %s: %s", self.tp, failure)
-                error = ErrorCode.KAFKA_STORAGE_ERROR
+                # A log half deleted is a failed log dir: answered KAFKA_STORAGE_ERROR, and the
+                # broker halts; it finds the log again at its restart and deletes it then (the
+                # controller asks again). Going on would let a topic created again find it.
+                if ctx.requester is not None:
+                    ctx.reply(ReplicaStopped(error_code=ErrorCode.KAFKA_STORAGE_ERROR))
+                self._log_dir_failed(ctx, failure, message)
+                return
             self.log = None
         state_change(ctx.log, str(self.tp), previous, "offline", "StopReplica", delete=message.delete)
         if ctx.requester is not None:
