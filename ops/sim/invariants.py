@@ -74,6 +74,8 @@ class TopicModel:
     tainted: bool = False
     # A create or delete request is in flight.
     busy: bool = False
+    # Whether the checker forgot the previous generation when this topic was last created.
+    forgotten: bool = True
     # The czxid of /brokers/topics/<name> for this generation: a create answered "already
     # exists" is this generation again when the znode is the same one (its deletion never took).
     znode_czxid: int = -1
@@ -125,6 +127,9 @@ class Checker:
     _high_watermarks: dict[tuple[TopicPartition, int, int], int] = field(default_factory=dict)
     _zk_seen: dict[TopicPartition, tuple[int, int, tuple[int, ...]]] = field(default_factory=dict)
     _isr_joined_at: dict[tuple[TopicPartition, int], int] = field(default_factory=dict)
+    # (partition, member, leader, leader epoch) -> when that leader first had the member in its
+    # maximal ISR: an expansion is decided then, though ZooKeeper may record it later.
+    _isr_proposed_at: dict[tuple[TopicPartition, int, int, int], int] = field(default_factory=dict)
     _controllers: dict[int, int] = field(default_factory=dict)
     _last_step_ms: int = -1
     _decoded: dict[str, tuple[int, tuple[zk_data.PartitionState, int]]] = field(default_factory=dict)
@@ -162,6 +167,8 @@ class Checker:
             del self._high_watermarks[hw_key]
         for joined_key in [key for key in self._isr_joined_at if key[0].topic == name]:
             del self._isr_joined_at[joined_key]
+        for proposed_key in [key for key in self._isr_proposed_at if key[0].topic == name]:
+            del self._isr_proposed_at[proposed_key]
         for tp in [tp for tp in self._zk_seen if tp.topic == name]:
             del self._zk_seen[tp]
 
@@ -207,11 +214,15 @@ class Checker:
                     f"HW {highest} -> {high_watermark}",
                 )
             self._high_watermarks[hw_key] = high_watermark
+            for member in state.maximal_isr:
+                self._isr_proposed_at.setdefault((tp, member, broker_id, state.leader_epoch), now)
             self._check_isr_members_hold_the_high_watermark(broker_id, actor, hosted)
             zk = self.zk_state(tp)
             if zk is not None:
                 self._check_zk_isr_is_the_leaders(broker_id, actor.state, zk)
-        for topic in self.alive_topics():
+        # Every topic still in ZooKeeper, also one whose deletion was asked without an answer:
+        # its ISR history counts if it turns out never deleted.
+        for topic in self.topics.values():
             for tp in topic.tps():
                 zk = self.zk_state(tp)
                 if zk is None:
@@ -273,12 +284,16 @@ class Checker:
                         ):
                             possible.append(broker_id)
                             continue
-                        # A broker in controlled shutdown still replicates: it counts.
-                        actor = self.cluster.partition_actor(broker_id, tp) if node is not None else None
-                        if actor is None or actor.log is None:
+                        if node is None:
                             continue
-                        required = max(required, actor.policy.min_insync_replicas)
-                        log = actor.log
+                        # A broker in controlled shutdown still replicates: it counts. A restarted
+                        # one holds its log before its partition actor starts again.
+                        actor = self.cluster.partition_actor(broker_id, tp)
+                        if actor is not None:
+                            required = max(required, actor.policy.min_insync_replicas)
+                        log = actor.log if actor is not None else self.cluster.log(broker_id, tp)
+                        if log is None:
+                            continue
                         if log.log_start_offset <= outcome.offset < log.log_end_offset:
                             found = log_values(log, start=outcome.offset)
                             if found.get(outcome.offset) == outcome.value:
@@ -317,7 +332,10 @@ class Checker:
             before = set(previous[2]) if previous is not None else set()
             for member in state.isr:
                 if member not in before:
-                    self._isr_joined_at[(tp, member)] = now
+                    # Joined when its leader decided so (a follower may lose power between the
+                    # decision and ZooKeeper's record of it: Kafka's model exempts it then).
+                    proposed = self._isr_proposed_at.get((tp, member, state.leader, state.leader_epoch), now)
+                    self._isr_joined_at[(tp, member)] = min(proposed, now)
         if state.leader != -1 and state.leader not in state.isr:
             self.fail(
                 "LeaderInIsr", f"{tp}: ZooKeeper names leader {state.leader} outside ISR {list(state.isr)}"

@@ -372,8 +372,12 @@ class _Run:
             return self._skip(action, "it exists" if topic.alive else "a request for it is in flight")
         topic.busy = True
         # The new topic's epochs start at 0 again: forget the deleted one's (before the request:
-        # the new leaders may be observed before the answer arrives).
-        self.checker.forget_topic(topic.name)
+        # the new leaders may be observed before the answer arrives), unless the old one is still
+        # in ZooKeeper (its deletion never took or is pending): then this create is refused and
+        # the old generation's ISR history still counts.
+        topic.forgotten = self.cluster.zookeeper.peek(zk_data.topic_path(topic.name)) is None
+        if topic.forgotten:
+            self.checker.forget_topic(topic.name)
         request = CreateTopicsRequest(
             topics=(
                 CreatableTopic(
@@ -409,6 +413,9 @@ class _Run:
             # Our deletion never took (its request was lost): this is the same generation again.
             self.note(f"topic{action.slot} generation {topic.generation} was never deleted")
         else:
+            if not topic.forgotten:
+                # The old generation's deletion completed while this request was on its way.
+                self.checker.forget_topic(topic.name)
             topic.generation += 1
             topic.tainted = False
             topic.znode_czxid = czxid

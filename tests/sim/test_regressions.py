@@ -17,10 +17,14 @@ from ops.sim.plan import (
     ControlledShutdown,
     CreateTopic,
     DeleteTopic,
+    DiskFaultAction,
     FaultKind,
+    LinkFault,
+    PreferredElection,
     Produce,
 )
 from ops.sim.runner import SimOptions, run_seed
+from runtime.storage.fs import DiskFault
 
 pytestmark = pytest.mark.sim
 
@@ -71,6 +75,39 @@ REGRESSIONS: dict[str, tuple[int, list[Action], str]] = {
             Produce(9000, 0, 0, 1),
         ],
         "crashing partition/topic0-0 on broker 1",
+    ),
+    # Broker 3 came back while topic0 waited to be deleted; deleting its log hit an injected write
+    # error after the log was dropped from the log manager but before its directory was gone. The
+    # broker answered KAFKA_STORAGE_ERROR and went on; the controller's retry found no log and
+    # succeeded, and topic0 created again loaded the old directory: its records were served again.
+    "a-failed-log-deletion-halts-the-broker": (
+        1668,
+        [
+            CreateTopic(500, 0, 2, 3),
+            CreateTopic(600, 1, 3, 2),
+            CreateTopic(700, 2, 1, 2),
+            BrokerFault(1397, FaultKind.ISOLATE, 2, 10681),
+            Produce(2039, 2, 1, 17),
+            Produce(2598, 1, 1, 5),
+            BrokerFault(2688, FaultKind.KILL, 1, 6875),
+            BrokerFault(3090, FaultKind.CONTROLLER_CUT, 3, 684),
+            Produce(3787, 0, 0, 20),
+            Produce(4697, 1, 0, 15),
+            Produce(4855, 0, 0, 8),
+            ControlledShutdown(6014, 3, 920),
+            Produce(33113, 1, 0, 8),
+            BrokerFault(33369, FaultKind.KILL, 3, 2754),
+            DeleteTopic(33646, 0),
+            DeleteTopic(35741, 0),
+            DeleteTopic(35889, 1),
+            Produce(36275, 2, 0, 9),
+            DiskFaultAction(36402, 3, DiskFault.WRITE_ERROR, 7483),
+            PreferredElection(40835, 2),
+            Produce(41117, 1, 0, 3),
+            CreateTopic(44428, 0, 3, 2),
+            LinkFault(44890, FaultKind.SLOW_LINK, 3, 2, 10763, 1000.0),
+        ],
+        "disk-fault write-error on broker 3",
     ),
 }
 
