@@ -721,8 +721,9 @@ class _Run:
         system.before_handler = before_handler
 
     def _electable(self, broker_id: int) -> bool:
-        """Up, running, registered in this process and holding its ZooKeeper session: a broker
-        the controller can elect."""
+        """Up, running, registered in this process, holding its ZooKeeper session and with a
+        working disk (a disk fault halts it at its next write or fsync): a broker the controller
+        can elect and that stays up."""
         broker = self.cluster.brokers[broker_id]
         coordinator = broker.coordinator
         actor = self.cluster.broker_actor(broker_id)
@@ -732,6 +733,7 @@ class _Run:
             and broker.up
             and not broker.stalled
             and not broker.zookeeper_cut
+            and broker.fs.fault is None
             and coordinator is not None
             and coordinator.session_state is SessionState.CONNECTED
         )
