@@ -65,13 +65,25 @@ def bootstrap(cluster: ProcessCluster, broker_id: int) -> str:
     return f"127.0.0.1:{cluster.brokers[broker_id].port}"
 
 
+async def start_brokers(cluster: ProcessCluster) -> None:
+    """Broker 3 starts first, so it is the controller: the tests stop brokers 1 and 2 only."""
+    await cluster.start(3)
+    await asyncio.gather(cluster.start(1), cluster.start(2))
+    assert (await cluster.controller())[0] == 3
+
+
+async def create_topic(cluster: ProcessCluster, tp: TopicPartition, *options: str) -> None:
+    """``topics --create`` with replicas 1 (leader) and 2, then wait until both are in the ISR."""
+    created = await actorlog("topics", "--bootstrap-server", bootstrap(cluster, 3), "--create",
+                             "--topic", tp.topic, "--replica-assignment", "1:2", *options)  # fmt: skip
+    assert created.returncode == 0, created.stderr
+    await cluster.wait_for_partition_state(tp, lambda s: s.leader == 1 and set(s.isr) == {1, 2}, timeout_s=30)
+
+
 @pytest_asyncio.fixture
 async def cluster(zk_connect_string: str, tmp_path: Path) -> AsyncIterator[ProcessCluster]:
-    """Broker 3 starts first, so it is the controller: the tests stop brokers 1 and 2 only."""
     async with ProcessCluster(zk_connect_string, tmp_path, dict(PROPERTIES)) as cluster:
-        await cluster.start(3)
-        await asyncio.gather(cluster.start(1), cluster.start(2))
-        assert (await cluster.controller())[0] == 3
+        await start_brokers(cluster)
         yield cluster
 
 
@@ -100,11 +112,9 @@ async def test_unclean_election_follows_the_topic_config_altered_through_the_cli
     election would lose the acknowledged records). Altering the key back to true elects broker 2."""
     b = bootstrap(cluster, 3)
     tp = TopicPartition("ledger", 0)
-    created = await actorlog("topics", "--bootstrap-server", b, "--create", "--topic", tp.topic,
-                             "--replica-assignment", "1:2", "--config", "unclean.leader.election.enable=true",
-                             "--config", "min.insync.replicas=1")  # fmt: skip
-    assert created.returncode == 0, created.stderr
-    await cluster.wait_for_partition_state(tp, lambda s: s.leader == 1 and set(s.isr) == {1, 2}, timeout_s=30)
+    await create_topic(
+        cluster, tp, "--config", "unclean.leader.election.enable=true", "--config", "min.insync.replicas=1"
+    )
     altered = await actorlog("topics", "--bootstrap-server", b, "--alter", "--topic", tp.topic,
                              "--config", "unclean.leader.election.enable=false")  # fmt: skip
     assert altered.returncode == 0, altered.stderr
@@ -138,10 +148,7 @@ async def test_a_topic_deleted_while_a_replica_is_paused_comes_back_empty(cluste
     after."""
     b = bootstrap(cluster, 3)
     tp = TopicPartition("events", 0)
-    created = await actorlog("topics", "--bootstrap-server", b, "--create", "--topic", tp.topic,
-                             "--replica-assignment", "1:2")  # fmt: skip
-    assert created.returncode == 0, created.stderr
-    await cluster.wait_for_partition_state(tp, lambda s: set(s.isr) == {1, 2}, timeout_s=30)
+    await create_topic(cluster, tp)
     produced = await actorlog("produce", "--bootstrap-server", b, "--topic", tp.topic, "--sync",
                               stdin="".join(f"old-{n}\n" for n in range(10)))  # fmt: skip
     assert produced.returncode == 0, produced.stderr
@@ -206,17 +213,12 @@ async def test_a_full_log_dir_halts_the_broker_and_loses_no_acknowledged_record(
     the follower, the producer's retries land there, and every acknowledged record is read back
     once, in order."""
     async with ProcessCluster(zk_connect_string, tmp_path, dict(PROPERTIES)) as cluster:
-        await cluster.start(3)
-        await asyncio.gather(cluster.start(1), cluster.start(2))
+        await start_brokers(cluster)
         assert cluster.brokers[1].log_dir == small_log_dir
         b = bootstrap(cluster, 3)
         tp = TopicPartition("full", 0)
-        created = await actorlog("topics", "--bootstrap-server", b, "--create", "--topic", tp.topic,
-                                 "--replica-assignment", "1:2", "--config", "min.insync.replicas=1",
-                                 "--config", "segment.bytes=1048576")  # fmt: skip
-        assert created.returncode == 0, created.stderr
-        await cluster.wait_for_partition_state(
-            tp, lambda s: s.leader == 1 and set(s.isr) == {1, 2}, timeout_s=30
+        await create_topic(
+            cluster, tp, "--config", "min.insync.replicas=1", "--config", "segment.bytes=1048576"
         )
 
         lines = [f"{n:05d}-" + "x" * 20_000 for n in range(400)]  # 8 MB: more than the 6 MiB disk
