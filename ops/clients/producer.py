@@ -33,7 +33,7 @@ actor system. This class is its edge:
   every record sent before it; ``close`` (also on leaving ``async with``) refuses new records,
   completes or fails everything pending, then stops the client node.
 
-Errors: a configuration problem is ``ops.config.ConfigError`` at construction; a misuse (a value
+Errors: a configuration problem is ``ops.properties.ConfigError`` at construction; a misuse (a value
 that is not bytes, a negative timestamp, sending before start) is ``TypeError``/``ValueError``/
 ``RuntimeError`` at the call; a send that fails is its future's ``ProducerError``.
 """
