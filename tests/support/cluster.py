@@ -27,7 +27,7 @@ Links have no latency by default (``LinkBehaviour(0, 0)``), so a step's timing i
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -619,10 +619,10 @@ class InProcessCluster(SimCluster):
         await self.settle()
         return response
 
-    def stop_replica(self, broker_id: int, *tps: TopicPartition, delete: bool) -> Awaitable[object]:
+    async def stop_replica(self, broker_id: int, *tps: TopicPartition, delete: bool) -> object:
         """A raw StopReplica claiming the active controller's id and epoch: ONLY for a test of how
-        a broker applies one on its own. The answer is awaited (``complete``) by the caller."""
-        return self.client_node.ask(
+        a broker applies one on its own. The caller drives it (``complete``, ``run_in_background``)."""
+        return await self.client_node.ask(
             broker_ref(broker_id),
             StopReplicaRequest(
                 controller_id=self.controller_id(),
