@@ -8,6 +8,14 @@ ZooKeeper and back in the ISR of every partition it follows), plus the JSON API.
 SIGTERM or SIGINT stops the broker cleanly: actors stop, logs are flushed and closed with the
 clean-shutdown marker, the ZooKeeper session closes (the registration vanishes at once). A second
 signal during shutdown exits immediately.
+
+``ACTORLOG_SOURCE_ADDRESS`` (an environment variable, not a configuration key: Kafka has none for
+this) binds the broker's outgoing HTTP connections to that local IP address. It exists for
+fault-injection harnesses (``ops/verify/``): each broker gets its own loopback address, and the
+proxies in front of the listeners tell brokers apart by a connection's source address. A value
+that is not an IP address this machine can bind is a one-line error and exit code 2 at start-up.
+The ZooKeeper client (aiozk) opens its connections without a local address, so the harness cuts a
+broker's ZooKeeper link through a proxy port of its own (``zookeeper.connect`` names it) instead.
 """
 
 from __future__ import annotations
@@ -15,11 +23,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import ipaddress
 import logging
 import os
 import signal
+import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
 import orjson
@@ -43,9 +53,33 @@ from runtime.storage.os_fs import OsFileSystem
 from runtime.transport.addresses import AddressBook
 from runtime.transport.http import HttpServer, HttpTransport
 
-__all__ = ["main", "readiness", "run_broker"]
+__all__ = ["SOURCE_ADDRESS_ENV", "main", "readiness", "run_broker", "source_address_from_env"]
 
 _log = logging.getLogger("actorlog.broker")
+
+SOURCE_ADDRESS_ENV = "ACTORLOG_SOURCE_ADDRESS"
+
+
+def source_address_from_env(environ: Mapping[str, str]) -> str | None:
+    """The local address outgoing connections bind to (``ACTORLOG_SOURCE_ADDRESS``), or None.
+
+    Raises ConfigError for a value that is not an IP address, or one this machine cannot bind: a
+    bad value would otherwise surface only as every connection to a peer failing.
+    """
+    value = environ.get(SOURCE_ADDRESS_ENV, "").strip()
+    if not value:
+        return None
+    try:
+        address = ipaddress.ip_address(value)
+    except ValueError:
+        raise ConfigError(f"{SOURCE_ADDRESS_ENV}={value!r} is not an IP address") from None
+    family = socket.AF_INET6 if address.version == 6 else socket.AF_INET
+    try:
+        with socket.socket(family, socket.SOCK_STREAM) as probe:
+            probe.bind((value, 0))
+    except OSError as error:
+        raise ConfigError(f"{SOURCE_ADDRESS_ENV}={value} cannot be bound here: {error.strerror}") from None
+    return value
 
 
 def readiness(node: BrokerNode | None) -> tuple[bool, dict[str, object]]:
@@ -94,8 +128,10 @@ def health_routes(node_ref: Callable[[], BrokerNode | None]) -> list[web.RouteDe
     return [web.get("/healthz", healthz), web.get("/readyz", readyz)]
 
 
-async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
-    """Run one broker until ``stop`` is set."""
+async def run_broker(
+    settings: BrokerSettings, *, stop: asyncio.Event, source_address: str | None = None
+) -> None:
+    """Run one broker until ``stop`` is set; ``source_address``: see ``ACTORLOG_SOURCE_ADDRESS``."""
     config = settings.broker
     clock = LoopClock()
     address_book = AddressBook()
@@ -104,6 +140,7 @@ async def run_broker(settings: BrokerSettings, *, stop: asyncio.Event) -> None:
         secret=settings.internal_auth_secret,
         resolve=address_book.resolve,
         max_body_bytes=settings.socket_request_max_bytes,
+        source_host=source_address,
     )
     coordinator = ZkCoordinator(
         settings.zookeeper_connect,
@@ -220,16 +257,19 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     try:
         settings = load_broker_settings(config_file=arguments.config, overrides=arguments.override)
+        source_address = source_address_from_env(os.environ)
     except ConfigError as error:
         print(f"actorlog broker: {error}", file=sys.stderr)
         return 2
     configure_logging(arguments.log_level, fmt=arguments.log_format)
     for line in settings.describe():
         _log.info("config: %s", line)
-    return asyncio.run(_serve(settings))
+    if source_address is not None:
+        _log.info("config: outgoing connections from %s (%s)", source_address, SOURCE_ADDRESS_ENV)
+    return asyncio.run(_serve(settings, source_address))
 
 
-async def _serve(settings: BrokerSettings) -> int:
+async def _serve(settings: BrokerSettings, source_address: str | None) -> int:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     signals = 0
@@ -245,7 +285,7 @@ async def _serve(settings: BrokerSettings) -> int:
     for number in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(number, on_signal)
     try:
-        await run_broker(settings, stop=stop)
+        await run_broker(settings, stop=stop, source_address=source_address)
     except (OSError, RuntimeFailure) as error:
         print(f"actorlog broker: {error}", file=sys.stderr)
         return 1

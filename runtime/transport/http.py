@@ -18,6 +18,10 @@ Sending side:
   A batch that cannot be delivered is dropped and counted (tells are at most once).
 * An ask is one POST on the shared session, concurrent with others. Connection failures map to
   ``PeerUnavailableError``, the deadline to ``AskTimeoutError``, a 404 to ``UnknownActorError``.
+* ``source_host`` (optional) binds every outgoing connection to that local address. Fault
+  campaigns give each broker its own loopback address and put a proxy in front of every listener;
+  the proxy can only tell which broker a connection comes from by its source address, and without
+  the bind every connection would come from 127.0.0.1 whatever broker made it.
 
 No domain logic lives here: node ids are resolved to base URLs by a ``resolve`` callback that the
 composition root keeps up to date.
@@ -266,9 +270,12 @@ class HttpTransport:
         tell_timeout_ms: int = 30_000,
         connections_per_peer: int = 32,
         session: aiohttp.ClientSession | None = None,
+        source_host: str | None = None,
     ) -> None:
         if not secret:
             raise ValueError("internal.auth.secret must be set for the HTTP transport")
+        if source_host is not None and session is not None:
+            raise ValueError("source_host binds the transport's own connector; a given session has its own")
         self.codec = codec
         self._secret = secret
         self._auth_header = f"Bearer {secret}"
@@ -279,6 +286,7 @@ class HttpTransport:
         self._connections_per_peer = connections_per_peer
         self._session = session
         self._owns_session = session is None
+        self._source_host = source_host
         self._inbound: InboundHandler | None = None
         self._spawn: TaskSpawner | None = None
         self._channels: dict[str, _PeerChannel] = {}
@@ -369,7 +377,11 @@ class HttpTransport:
         self._spawn = spawn
         if self._session is None:
             connector = aiohttp.TCPConnector(
-                limit=0, limit_per_host=self._connections_per_peer, keepalive_timeout=15
+                limit=0,
+                limit_per_host=self._connections_per_peer,
+                keepalive_timeout=15,
+                # Port 0: the kernel picks the port; only the source address is fixed.
+                local_addr=None if self._source_host is None else (self._source_host, 0),
             )
             self._session = aiohttp.ClientSession(connector=connector)
 
