@@ -318,10 +318,12 @@ async def launch_broker(
     *,
     timeout_s: float,
     extra_args: tuple[str, ...] = (),
+    environment: Mapping[str, str] | None = None,
 ) -> asyncio.subprocess.Process:
     """Start ``actorlog broker start --config config_path`` (output appended to ``log_path``) and
     return once its ``/brokers/ids/N`` znode exists (a watch, no polling); RuntimeError with the
-    end of its log if it exits or does not register within ``timeout_s``."""
+    end of its log if it exits or does not register within ``timeout_s``. ``environment`` adds to
+    the launcher's environment."""
     registered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
 
     def on_event(_event: WatchEvent) -> None:
@@ -331,7 +333,8 @@ async def launch_broker(
     with log_path.open("ab") as output:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", "ops", "broker", "start", "--config", str(config_path), *extra_args,
-            cwd=ROOT, stdout=output, stderr=output, env={**os.environ, "PYTHONPATH": str(ROOT)},
+            cwd=ROOT, stdout=output, stderr=output,
+            env={**os.environ, "PYTHONPATH": str(ROOT), **(environment or {})},
             start_new_session=True,  # Ctrl-C in a terminal reaches the launcher only
         )  # fmt: skip
     if await coordinator.exists(zk_data.broker_id_path(broker_id), watch=on_event) is None:

@@ -300,6 +300,28 @@ class LocalZooKeeper:
                     process.kill()
                 await process.wait()
 
+    async def kill(self) -> None:
+        """SIGKILL the server (a crash; fault campaigns): ``start`` brings it back on the same port
+        and data, as after a machine restart."""
+        process = self._async_process
+        self._async_process = None
+        if process is not None and process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await process.wait()
+
+    def pause(self) -> None:
+        """SIGSTOP: the server answers nothing (sessions expire) until ``resume``."""
+        pid = self.pid
+        if pid is None:
+            raise RuntimeError("ZooKeeper is not running")
+        os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        pid = self.pid
+        if pid is not None:
+            os.kill(pid, signal.SIGCONT)
+
     async def __aenter__(self) -> LocalZooKeeper:
         await self.start()
         return self
