@@ -23,6 +23,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "perf": ("ops.cli.perf", "producer and consumer performance tools (perf produce|consume)"),
     "dump-log": ("ops.cli.dump_log", "print the contents of log segment and index files"),
     "sim": ("ops.cli.sim", "deterministic whole-cluster simulation (sim --seed N | --seeds A-B)"),
+    "verify": ("ops.cli.verify", "Jepsen-style verification: check a run's history (verify check HISTORY)"),
     "demo": ("ops.cli.demo", "the main job: a local cluster, ISR shrink/expand, leader failover, rollup"),
     "rollup": ("ops.rollup.job", "PySpark rollup of exported metric snapshots"),
     "snapshots": ("ops.cli.snapshots", "export metric snapshots from a running cluster (snapshots export)"),
