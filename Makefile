@@ -17,10 +17,18 @@ export PYTHONHASHSEED := 0
 SEEDS ?= 10000
 JOBS ?= 2
 LINT_PATHS := runtime actors ops tests k8s/sync.py
+# `make chaos`: the long fault campaign on real processes (CHAOS_SEEDS campaigns of CHAOS_FAULTS
+# faults over CHAOS_DURATION seconds each), ending with its totals line. `make chaos-controls`: the
+# negative controls, each of which must report a violation within CHAOS_CONTROL_SEEDS seeds.
+CHAOS_SEEDS ?= 25
+CHAOS_FAULTS ?= 40
+CHAOS_DURATION ?= 120
+CHAOS_CONTROL_SEEDS ?= 10
+CONTROL := $(BIN)/actorlog verify run --seeds 1-$(CHAOS_CONTROL_SEEDS) --expect-violation
 
 .PHONY: all setup os-packages venv fmt lint type test check demo soak bench bench-transport \
         bench-storage bench-producer bench-replication bench-failover bench-rollup dashboards-check \
-        k8s-check sim clean
+        k8s-check sim chaos chaos-controls clean
 
 all: check
 
@@ -64,6 +72,15 @@ soak: setup
 
 sim: venv
 	$(BIN)/actorlog sim --seeds 1-$(SEEDS) --jobs $(JOBS)
+
+chaos: setup
+	$(BIN)/actorlog verify run --seeds 1-$(CHAOS_SEEDS) --faults $(CHAOS_FAULTS) \
+		--duration $(CHAOS_DURATION) --dir actorlog-verify/chaos
+
+chaos-controls: setup
+	$(CONTROL) --acks 1 --dir actorlog-verify/control-acks-1
+	$(CONTROL) --unclean --min-insync-replicas 1 --dir actorlog-verify/control-unclean
+	$(CONTROL) --protocol-fault truncate-to-high-watermark --dir actorlog-verify/control-truncate
 
 # Benchmarks print figures; none asserts a time. See README "Performance".
 bench: bench-transport bench-storage bench-producer bench-replication bench-failover bench-rollup

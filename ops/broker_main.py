@@ -246,7 +246,11 @@ async def _write_own_snapshots(
             return
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(
+    argv: list[str] | None = None, *, adjust: Callable[[BrokerSettings], BrokerSettings] | None = None
+) -> int:
+    """``actorlog broker start``. ``adjust`` lets code (never configuration) change the settings
+    once loaded: ``ops/verify/faulty_broker.py`` builds the negative controls' brokers with it."""
     parser = argparse.ArgumentParser(description="Run one actorlog broker.")
     commands = parser.add_subparsers(dest="command", required=True)
     start = commands.add_parser("start", help="start a broker in the foreground")
@@ -257,6 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     arguments = parser.parse_args(argv)
     try:
         settings = load_broker_settings(config_file=arguments.config, overrides=arguments.override)
+        if adjust is not None:
+            settings = adjust(settings)
         source_address = source_address_from_env(os.environ)
     except ConfigError as error:
         print(f"actorlog broker: {error}", file=sys.stderr)

@@ -1,25 +1,45 @@
 """``actorlog verify``: Jepsen-style verification of real processes.
 
     actorlog verify check HISTORY [--json] [--examples N]
+    actorlog verify run --seed N | --seeds A-B [--faults K] [--duration S] [--dir DIR]
+                        [--acks all|1] [--min-insync-replicas N] [--unclean] [--kinds K,K...]
+
+``run`` runs one fault campaign per seed (``ops/verify/campaign.py``): three broker processes on a
+real ZooKeeper, each behind its own fault-injecting proxy on 127.0.0.(10+N), idempotent producers,
+a JSON API writer and a reader recording every operation, K seeded faults over S seconds, then
+healing, the ISR bound, the final read, every replica's log, and the checker. It prints each fault
+as it starts, one line per seed, and with several seeds the totals line. Each seed's history stays
+at ``DIR/seed-N/history.jsonl`` (``verify check`` re-checks it); the brokers' data is removed when
+the seed passed and kept when it failed.
 
 ``check`` judges a recorded history offline (``ops/verify/checker.py``): one totals line, then for
 each error class found a block with its first examples, the longest unavailability per partition,
 notes, and the verdict; ``--json`` prints the same as one JSON document instead.
 
-Exit status: 0 when the history is valid, 1 when it holds a violation, 2 on bad usage or a history
-that cannot be read (one line on stderr, no traceback).
+Exit status: 0 when every history is valid (and, for ``run``, the ISR became full within its bound),
+1 when one holds a violation, 2 on bad usage or a history that cannot be read (one line on stderr,
+no traceback).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
+import logging
+import shutil
+import signal
 import sys
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NoReturn
 
 import orjson
 
+from actors.server.config import ProtocolFault
+from ops.verify.campaign import CampaignOptions, CampaignResult, run_campaign
 from ops.verify.checker import ERROR_CLASSES, SUMMARY_GROUPS, CheckResult, Window, check_history
+from ops.verify.faults import FaultKind
 from ops.verify.history import HistoryError, read_history
 
 __all__ = ["describe_example", "main", "summary_lines", "totals_line"]
@@ -34,7 +54,7 @@ class _ArgumentParser(argparse.ArgumentParser):
 
 def _parser() -> argparse.ArgumentParser:
     parser = _ArgumentParser(prog="actorlog verify", description=__doc__.split("\n\n")[0])
-    commands = parser.add_subparsers(dest="command", required=True, metavar="{check}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="{check,run}")
     check = commands.add_parser(
         "check", help="check a recorded history offline", description="Check a recorded history offline."
     )
@@ -43,7 +63,62 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--examples", type=int, default=10, metavar="N", help="examples kept per error class (10)"
     )
+    run = commands.add_parser(
+        "run", help="run seeded fault campaigns against real processes", description="Run fault campaigns."
+    )
+    seeds = run.add_mutually_exclusive_group(required=True)
+    seeds.add_argument("--seed", type=int, metavar="N", help="one campaign")
+    seeds.add_argument("--seeds", type=_seed_range, metavar="A-B", help="one campaign per seed, A to B")
+    run.add_argument("--faults", type=int, default=20, metavar="K", help="faults per campaign (20)")
+    run.add_argument("--duration", type=float, default=60.0, metavar="S", help="fault window, seconds (60)")
+    run.add_argument("--dir", type=Path, default=Path("actorlog-verify"), help="where runs are kept")
+    run.add_argument("--acks", choices=("all", "1"), default="all", help="the writers' acks (all)")
+    run.add_argument("--min-insync-replicas", type=int, default=2, metavar="N", help="the topic's (2)")
+    run.add_argument(
+        "--unclean", action="store_true", help="unclean.leader.election.enable=true on the topic"
+    )
+    run.add_argument(
+        "--protocol-fault",
+        action="append",
+        default=[],
+        choices=[fault.value for fault in ProtocolFault],
+        help="negative control: brokers built with this deliberate bug (ops/verify/faulty_broker.py)",
+    )
+    run.add_argument(
+        "--expect-violation",
+        action="store_true",
+        help="negative control: stop at the first invalid seed; exit 0 if one was found, 1 if none",
+    )
+    run.add_argument(
+        "--kinds",
+        type=_kinds,
+        default=tuple(FaultKind),
+        metavar="K,K...",
+        help="fault kinds (all): " + ", ".join(kind.value for kind in FaultKind),
+    )
     return parser
+
+
+def _seed_range(text: str) -> range:
+    first, _, last = text.partition("-")
+    try:
+        start, end = int(first), int(last)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a range A-B") from None
+    if end < start:
+        raise argparse.ArgumentTypeError(f"{text!r}: the range is empty")
+    return range(start, end + 1)
+
+
+def _kinds(text: str) -> tuple[FaultKind, ...]:
+    known = {kind.value: kind for kind in FaultKind}
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    unknown = [name for name in names if name not in known]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown fault kind(s) {', '.join(unknown) or '(none given)'}; known: {', '.join(known)}"
+        )
+    return tuple(known[name] for name in names)
 
 
 def totals_line(result: CheckResult) -> str:
@@ -183,8 +258,110 @@ def summary_lines(result: CheckResult) -> list[str]:
     return lines
 
 
+def campaign_line(result: CampaignResult) -> str:
+    """One seed: its faults, its workload with and without faults, the ISR bound, the verdict."""
+    faults = ", ".join(f"{kind} {count}" for kind, count in sorted(result.faults.items())) or "none"
+    isr = "not within the bound" if result.isr_restored_s is None else f"{result.isr_restored_s:.1f} s"
+    verdict = "valid" if result.valid else "INVALID"
+    return (
+        f"seed {result.options.seed}: {sum(result.faults.values())} faults ({faults}); "
+        f"{result.acknowledged} acknowledged, {result.fault_free_rate:.0f}/s without faults, "
+        f"{result.faulty_rate:.0f}/s during faults; ISR full {isr} after healing; "
+        f"{result.broker_restarts} unplanned broker restarts; {verdict}"
+    )
+
+
+def campaign_totals_line(results: Sequence[CampaignResult]) -> str:
+    """Every seed together: faults by kind, acknowledged writes, each violation group, the longest
+    unavailability."""
+    faults: Counter[str] = Counter()
+    for result in results:
+        faults.update(result.faults)
+    groups = ", ".join(
+        f"{group} {sum(result.check.group_count(group) for result in results)}" for group in SUMMARY_GROUPS
+    )
+    other = sum(result.check.counts[name] for result in results for name in ("lost-write", "no-final-read"))
+    windows = [r.check.longest_unavailability for r in results if r.check.longest_unavailability]
+    longest = max(windows, key=lambda window: window.duration_s, default=None)
+    unavailability = "none" if longest is None else f"{longest.duration_s:.1f} s"
+    by_kind = ", ".join(f"{kind} {count}" for kind, count in sorted(faults.items()))
+    return (
+        f"totals: {len(results)} seeds, {sum(faults.values())} faults ({by_kind}); "
+        f"{sum(r.acknowledged for r in results)} acknowledged writes; {groups}, lost-write or "
+        f"unjudged {other}; ISR not full within the bound {sum(r.isr_restored_s is None for r in results)}; "
+        f"longest unavailability {unavailability}; "
+        f"{sum(not r.valid for r in results)} invalid"
+    )
+
+
+def _interrupt(_signal: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _run(arguments: argparse.Namespace) -> int:
+    if arguments.faults < 0 or arguments.duration <= 0:
+        print(
+            "actorlog verify run: error: --faults must be 0 or more and --duration positive", file=sys.stderr
+        )
+        return 2
+    if not 1 <= arguments.min_insync_replicas <= 3:
+        print("actorlog verify run: error: --min-insync-replicas must be 1, 2 or 3", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    # The campaign's own ZooKeeper client reconnects through every ZooKeeper fault; its library
+    # logs each failed attempt with a traceback, which says nothing a fault line does not.
+    logging.getLogger("aiozk").setLevel(logging.CRITICAL)
+    # SIGTERM as Ctrl-C: the running campaign is cancelled and cleans up (its broker processes
+    # run in their own sessions and would outlive this one; their log dirs are mounts).
+    signal.signal(signal.SIGTERM, _interrupt)
+    seeds = [arguments.seed] if arguments.seed is not None else list(arguments.seeds)
+    results: list[CampaignResult] = []
+    for seed in seeds:
+        options = CampaignOptions(
+            seed=seed,
+            faults=arguments.faults,
+            duration_s=arguments.duration,
+            kinds=arguments.kinds,
+            acks=arguments.acks,
+            min_insync_replicas=arguments.min_insync_replicas,
+            unclean_leader_election=arguments.unclean,
+            protocol_faults=tuple(arguments.protocol_fault),
+        )
+        directory = arguments.dir / f"seed-{seed}"
+        if directory.exists():
+            shutil.rmtree(directory)
+        try:
+            result = asyncio.run(run_campaign(options, directory, echo=lambda line: print(line, flush=True)))
+        except KeyboardInterrupt:
+            # asyncio.run cancelled the campaign: its cluster stopped the brokers and unmounted.
+            print(
+                f"actorlog verify run: interrupted at seed {seed}; its history: {directory}", file=sys.stderr
+            )
+            return 130
+        results.append(result)
+        for skipped in result.skipped:
+            print(f"skipped: {skipped}")
+        print(campaign_line(result))
+        if result.valid:
+            shutil.rmtree(directory / "cluster", ignore_errors=True)
+        else:
+            print("\n".join(summary_lines(result.check)))
+        print(f"history: {result.history_path}", flush=True)
+        if arguments.expect_violation and not result.valid:
+            print(f"violation detected at seed {seed}, after {len(results)} of {len(seeds)} seeds")
+            return 0
+    if len(results) > 1:
+        print(campaign_totals_line(results))
+    if arguments.expect_violation:
+        print(f"no violation detected in {len(results)} seeds", file=sys.stderr)
+        return 1
+    return 0 if all(result.valid for result in results) else 1
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
+    if arguments.command == "run":
+        return _run(arguments)
     if arguments.examples < 0:
         print("actorlog verify check: error: --examples must be 0 or more", file=sys.stderr)
         return 2

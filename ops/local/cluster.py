@@ -319,11 +319,13 @@ async def launch_broker(
     timeout_s: float,
     extra_args: tuple[str, ...] = (),
     environment: Mapping[str, str] | None = None,
+    module: tuple[str, ...] = ("ops",),
 ) -> asyncio.subprocess.Process:
     """Start ``actorlog broker start --config config_path`` (output appended to ``log_path``) and
     return once its ``/brokers/ids/N`` znode exists (a watch, no polling); RuntimeError with the
     end of its log if it exits or does not register within ``timeout_s``. ``environment`` adds to
-    the launcher's environment."""
+    the launcher's environment; ``module``: what ``python -m`` runs before ``broker start``
+    (``ops.verify.faulty_broker`` and its options for a negative control)."""
     registered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
 
     def on_event(_event: WatchEvent) -> None:
@@ -332,7 +334,7 @@ async def launch_broker(
 
     with log_path.open("ab") as output:
         process = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "ops", "broker", "start", "--config", str(config_path), *extra_args,
+            sys.executable, "-m", *module, "broker", "start", "--config", str(config_path), *extra_args,
             cwd=ROOT, stdout=output, stderr=output,
             env={**os.environ, "PYTHONPATH": str(ROOT), **(environment or {})},
             start_new_session=True,  # Ctrl-C in a terminal reaches the launcher only
