@@ -22,8 +22,8 @@ class ProtocolFault(enum.Enum):
     variable sets them (``ops/config.py`` never does); only code building a ``BrokerConfig``
     by hand can, and only the simulation does."""
 
-    # A follower truncates to its high watermark instead of asking the leader by leader epoch
-    # (the pre-KIP-101 rule, whose two losses KIP-101 describes).
+    # A follower truncates to its high watermark as it becomes one, and again instead of asking
+    # the leader by leader epoch (the pre-KIP-101 rule, whose two losses KIP-101 describes).
     TRUNCATE_TO_HIGH_WATERMARK = "truncate-to-high-watermark"
     # An acks=all append is accepted and acknowledged whatever the ISR size.
     SKIP_MIN_INSYNC_CHECK = "skip-min-insync-check"

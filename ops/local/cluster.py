@@ -339,14 +339,25 @@ async def launch_broker(
             env={**os.environ, "PYTHONPATH": str(ROOT), **(environment or {})},
             start_new_session=True,  # Ctrl-C in a terminal reaches the launcher only
         )  # fmt: skip
-    if await coordinator.exists(zk_data.broker_id_path(broker_id), watch=on_event) is None:
-        exited: asyncio.Future[object] = asyncio.ensure_future(process.wait())
-        waiting: set[asyncio.Future[object]] = {registered, exited}
-        done, _ = await asyncio.wait(waiting, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-        exited.cancel()
-        if registered not in done:
-            reason = "exited" if process.returncode is not None else "did not register in time"
-            raise RuntimeError(f"broker {broker_id} {reason}; the end of {log_path}:\n{log_tail(log_path)}")
+    try:
+        if await coordinator.exists(zk_data.broker_id_path(broker_id), watch=on_event) is None:
+            exited: asyncio.Future[object] = asyncio.ensure_future(process.wait())
+            waiting: set[asyncio.Future[object]] = {registered, exited}
+            done, _ = await asyncio.wait(waiting, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            exited.cancel()
+            if registered not in done:
+                reason = "exited" if process.returncode is not None else "did not register in time"
+                raise RuntimeError(
+                    f"broker {broker_id} {reason}; the end of {log_path}:\n{log_tail(log_path)}"
+                )
+    except BaseException:
+        # Not returned, so nobody else will stop it: a broker left running in its own session
+        # would outlive the caller (a cancelled start, a timeout, ZooKeeper unreachable).
+        if process.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                process.kill()
+            await asyncio.shield(process.wait())
+        raise
     return process
 
 

@@ -148,8 +148,14 @@ async def run_campaign(
                 async def inject(fault: Fault) -> None:
                     await wait_ms(clock, max(0, int((window_started + fault.at_s - loop.time()) * 1000)))
                     brokers = await _resolve(cluster, fault)
-                    async with targets.held(_resources(fault, brokers)):
+                    async with contextlib.AsyncExitStack() as held:
+                        await held.enter_async_context(targets.held(_resources(fault, brokers)))
                         what = await _apply(cluster, fault, brokers)
+                        if fault.kind is FaultKind.KILL_LEADERS_IN_TURN:
+                            successor = await _kill_successor(cluster, fault, brokers[0], targets, held)
+                            if successor is not None:
+                                brokers = (*brokers, successor)
+                                what += f", then its successor, broker {successor}"
                         result_faults[fault.kind.value] += 1
                         history.fault({"kind": fault.kind.value, "what": what})
                         say(f"{loop.time() - window_started:7.1f} s  {what}")
@@ -287,12 +293,32 @@ def _prepare(directory: Path) -> Path:
     return directory / "history.jsonl"
 
 
+_KILLS = frozenset(
+    {
+        FaultKind.KILL_LEADER,
+        FaultKind.KILL_LEADERS_IN_TURN,
+        FaultKind.KILL_CONTROLLER,
+        FaultKind.KILL_BROKER,
+        FaultKind.KILL_TWO,
+    }
+)
+
+
 class _Targets:
     """One fault at a time per target (a broker, ZooKeeper): a fault whose target another fault
     holds starts when that one healed, so every heal undoes exactly its own fault."""
 
     def __init__(self) -> None:
         self._locks: dict[str, asyncio.Lock] = {}
+
+    async def try_hold(self, name: str, timeout_s: float) -> asyncio.Lock | None:
+        """The target's lock, acquired within ``timeout_s`` (the caller releases it), or None."""
+        lock = self._locks.setdefault(name, asyncio.Lock())
+        try:
+            await asyncio.wait_for(lock.acquire(), timeout_s)
+        except TimeoutError:
+            return None
+        return lock
 
     @contextlib.asynccontextmanager
     async def held(self, names: Sequence[str]) -> AsyncIterator[None]:
@@ -328,10 +354,39 @@ async def _resolve(cluster: CampaignCluster, fault: Fault) -> tuple[int, ...]:
         await wait_ms(LoopClock(), 500)
 
 
+async def _kill_successor(
+    cluster: CampaignCluster,
+    fault: Fault,
+    first: int,
+    targets: _Targets,
+    held: contextlib.AsyncExitStack,
+) -> int | None:
+    """For KILL_LEADERS_IN_TURN: once ZooKeeper names a leader other than ``first`` (the controller
+    elects one when ``first``'s session expires), SIGKILL it at once, before the last replica has
+    fetched from it. None when no successor came within three session timeouts, or another fault
+    holds it."""
+    tp = TopicPartition(TOPIC, fault.partition)
+    try:
+        state = await wait_for_partition_state(
+            cluster.admin,
+            tp,
+            lambda s: s.leader >= 0 and s.leader != first,
+            timeout_s=3 * SESSION_TIMEOUT_MS / 1000,
+        )
+    except Exception:  # noqa: BLE001 - no successor in time (or ZooKeeper unreachable): one kill only
+        return None
+    lock = await targets.try_hold(f"broker-{state.leader}", timeout_s=0.1)
+    if lock is None:
+        return None
+    held.callback(lock.release)
+    await cluster.kill_broker(state.leader)
+    return state.leader
+
+
 async def _apply(cluster: CampaignCluster, fault: Fault, brokers: tuple[int, ...]) -> str:
     """Start ``fault`` against ``brokers``; the line that says what it did."""
     kind = fault.kind
-    if kind in (FaultKind.KILL_LEADER, FaultKind.KILL_CONTROLLER, FaultKind.KILL_BROKER, FaultKind.KILL_TWO):
+    if kind in _KILLS:
         await asyncio.gather(*(cluster.kill_broker(b) for b in brokers))
     elif kind in (FaultKind.PAUSE_SHORT, FaultKind.PAUSE_LONG):
         cluster.pause_broker(brokers[0])
@@ -355,7 +410,7 @@ async def _apply(cluster: CampaignCluster, fault: Fault, brokers: tuple[int, ...
 async def _heal(cluster: CampaignCluster, fault: Fault, brokers: tuple[int, ...]) -> None:
     """Undo ``fault`` (and only it: ``_Targets`` keeps faults on one target apart)."""
     kind = fault.kind
-    if kind in (FaultKind.KILL_LEADER, FaultKind.KILL_CONTROLLER, FaultKind.KILL_BROKER, FaultKind.KILL_TWO):
+    if kind in _KILLS:
         await asyncio.gather(*(cluster.release_broker(b) for b in brokers))
     elif kind in (FaultKind.PAUSE_SHORT, FaultKind.PAUSE_LONG):
         cluster.resume_broker(brokers[0])

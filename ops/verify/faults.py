@@ -33,6 +33,9 @@ class FaultKind(enum.Enum):
     """Every fault a campaign injects (the totals line counts them by these names)."""
 
     KILL_LEADER = "kill-leader"  # SIGKILL the leader of a partition, restart after the duration
+    # SIGKILL the leader of a partition, then its successor as soon as ZooKeeper names it: the
+    # remaining replica must lead with every committed record (KIP-101's first scenario).
+    KILL_LEADERS_IN_TURN = "kill-leaders-in-turn"
     KILL_CONTROLLER = "kill-controller"
     KILL_BROKER = "kill-broker"
     KILL_TWO = "kill-two"  # two brokers at once
@@ -47,7 +50,7 @@ class FaultKind(enum.Enum):
 
 
 # Faults about a role, resolved when they start.
-ROLE_FAULTS = frozenset({FaultKind.KILL_LEADER, FaultKind.KILL_CONTROLLER})
+ROLE_FAULTS = frozenset({FaultKind.KILL_LEADER, FaultKind.KILL_LEADERS_IN_TURN, FaultKind.KILL_CONTROLLER})
 # Faults of the whole cluster's ZooKeeper: no broker target.
 ZOOKEEPER_FAULTS = frozenset({FaultKind.ZOOKEEPER_PAUSE, FaultKind.ZOOKEEPER_KILL})
 # Faults naming two brokers.
@@ -70,7 +73,7 @@ class Fault:
 def describe_fault(fault: Fault) -> str:
     """One line for the campaign log."""
     match fault.kind:
-        case FaultKind.KILL_LEADER:
+        case FaultKind.KILL_LEADER | FaultKind.KILL_LEADERS_IN_TURN:
             target = f"the leader of partition {fault.partition}"
         case FaultKind.KILL_CONTROLLER:
             target = "the controller"

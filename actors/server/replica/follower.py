@@ -55,6 +55,7 @@ __all__ = [
     "truncate_fully_and_start_at",
     "truncate_on_leader_epoch",
     "truncate_to",
+    "truncate_to_high_watermark",
 ]
 
 
@@ -143,6 +144,13 @@ def truncate_fully_and_start_at(
     log.truncate_fully_and_start_at(message.offset, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
     log_manager.checkpoint_recovery_points()
     return TruncationResult(ErrorCode.NONE, log.log_end_offset, True, log.log_end_offset)
+
+
+def truncate_to_high_watermark(
+    ctx: Context[Any], state: PartitionState, log: Log, log_manager: LogManager
+) -> None:
+    """The negative control's cut on becoming a follower (ProtocolFault.TRUNCATE_TO_HIGH_WATERMARK)."""
+    _truncate(ctx, state, log, log_manager, log.high_watermark, cause="high watermark (negative control)")
 
 
 def _truncate(

@@ -422,6 +422,10 @@ class PartitionActor(Actor[PartitionMessage]):
         )
         # Produces waiting for acks on a leader that is no more can never be answered for sure.
         self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        if self._truncate_to_high_watermark:
+            # The negative control, as Kafka did before KIP-101: cut at once, before the new leader
+            # has answered anything (the fetcher's truncation then finds nothing more to cut).
+            follower.truncate_to_high_watermark(ctx, self.state, log, self.log_manager)
         state_change(
             ctx.log, str(self.tp), previous, self._describe_role(), "LeaderAndIsr",
             high_watermark=log.high_watermark, log_end_offset=log.log_end_offset,
