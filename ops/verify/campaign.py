@@ -385,47 +385,39 @@ async def _kill_successor(
 
 async def _apply(cluster: CampaignCluster, fault: Fault, brokers: tuple[int, ...]) -> str:
     """Start ``fault`` against ``brokers``; the line that says what it did."""
-    kind = fault.kind
-    if kind in _KILLS:
-        await asyncio.gather(*(cluster.kill_broker(b) for b in brokers))
-    elif kind in (FaultKind.PAUSE_SHORT, FaultKind.PAUSE_LONG):
-        cluster.pause_broker(brokers[0])
-    elif kind is FaultKind.ZOOKEEPER_PAUSE:
-        cluster.zookeeper.pause()
-    elif kind is FaultKind.ZOOKEEPER_KILL:
-        await cluster.zookeeper.kill()
-    elif kind is FaultKind.PARTITION:
-        cluster.cut_between(*brokers)
-    elif kind is FaultKind.ISOLATE:
-        cluster.isolate(brokers[0])
-    elif kind is FaultKind.ZOOKEEPER_CUT:
-        cluster.cut_zookeeper(brokers[0])
-    elif kind is FaultKind.DISK_FULL:
-        cluster.fill_disk(brokers[0])
-    if kind in ROLE_FAULTS:
+    await _set_fault(cluster, fault.kind, brokers, on=True)
+    if fault.kind in ROLE_FAULTS:
         return f"{describe_fault(fault)}: broker {brokers[0]}"
     return describe_fault(fault)
 
 
 async def _heal(cluster: CampaignCluster, fault: Fault, brokers: tuple[int, ...]) -> None:
     """Undo ``fault`` (and only it: ``_Targets`` keeps faults on one target apart)."""
-    kind = fault.kind
+    await _set_fault(cluster, fault.kind, brokers, on=False)
+
+
+async def _set_fault(
+    cluster: CampaignCluster, kind: FaultKind, brokers: tuple[int, ...], *, on: bool
+) -> None:
+    """Start (``on``) or undo one fault of ``kind``."""
+    first = brokers[0] if brokers else -1
     if kind in _KILLS:
-        await asyncio.gather(*(cluster.release_broker(b) for b in brokers))
+        change = cluster.kill_broker if on else cluster.release_broker
+        await asyncio.gather(*(change(broker_id) for broker_id in brokers))
     elif kind in (FaultKind.PAUSE_SHORT, FaultKind.PAUSE_LONG):
-        cluster.resume_broker(brokers[0])
+        (cluster.pause_broker if on else cluster.resume_broker)(first)
     elif kind is FaultKind.ZOOKEEPER_PAUSE:
-        cluster.zookeeper.resume()
+        (cluster.zookeeper.pause if on else cluster.zookeeper.resume)()
     elif kind is FaultKind.ZOOKEEPER_KILL:
-        await cluster.zookeeper.start()
+        await (cluster.zookeeper.kill() if on else cluster.zookeeper.start())
     elif kind is FaultKind.PARTITION:
-        cluster.heal_between(*brokers)
+        (cluster.cut_between if on else cluster.heal_between)(*brokers)
     elif kind is FaultKind.ISOLATE:
-        cluster.heal_isolation(brokers[0])
+        (cluster.isolate if on else cluster.heal_isolation)(first)
     elif kind is FaultKind.ZOOKEEPER_CUT:
-        cluster.heal_zookeeper(brokers[0])
+        (cluster.cut_zookeeper if on else cluster.heal_zookeeper)(first)
     elif kind is FaultKind.DISK_FULL:
-        cluster.free_disk(brokers[0])
+        (cluster.fill_disk if on else cluster.free_disk)(first)
 
 
 async def _wait_isr_full(

@@ -176,12 +176,7 @@ class CampaignCluster:
             broker.supervisor = asyncio.ensure_future(self._supervise(broker))
 
     async def close(self) -> None:
-        self._closing = True
-        for broker in self.brokers.values():
-            if broker.supervisor is not None:
-                broker.supervisor.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await broker.supervisor
+        await self._stop_supervisors()
         for broker in self.brokers.values():
             await self._signal_and_wait(broker, signal.SIGKILL)
             await broker.proxy.close()
@@ -199,6 +194,15 @@ class CampaignCluster:
         for mount in self._mounted:
             subprocess.run(["umount", "-l", str(mount)], capture_output=True, check=False)
         self._mounted.clear()
+
+    async def _stop_supervisors(self) -> None:
+        self._closing = True
+        for broker in self.brokers.values():
+            if broker.supervisor is not None:
+                broker.supervisor.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await broker.supervisor
+                broker.supervisor = None
 
     def _mount_small_disk(self, path: Path) -> bool:
         path.mkdir(parents=True, exist_ok=True)
@@ -328,27 +332,40 @@ class CampaignCluster:
 
     def cut_between(self, first: int, second: int) -> None:
         """``first`` and ``second`` cannot reach each other (both ways)."""
-        self.brokers[second].proxy.cut(broker_host(first))
-        self.brokers[first].proxy.cut(broker_host(second))
-
-    def isolate(self, broker_id: int) -> None:
-        """Nobody reaches ``broker_id`` and it reaches nobody (ZooKeeper stays reachable)."""
-        self.brokers[broker_id].proxy.cut_all()
-        for other in self.brokers.values():
-            if other.broker_id != broker_id:
-                other.proxy.cut(broker_host(broker_id))
+        self._set_link(first, second, cut=True)
 
     def heal_between(self, first: int, second: int) -> None:
         """Undo ``cut_between``."""
-        self.brokers[second].proxy.heal(broker_host(first))
-        self.brokers[first].proxy.heal(broker_host(second))
+        self._set_link(first, second, cut=False)
+
+    def isolate(self, broker_id: int) -> None:
+        """Nobody reaches ``broker_id`` and it reaches nobody (ZooKeeper stays reachable)."""
+        self._set_isolated(broker_id, cut=True)
 
     def heal_isolation(self, broker_id: int) -> None:
         """Undo ``isolate``."""
-        self.brokers[broker_id].proxy.heal_all()
+        self._set_isolated(broker_id, cut=False)
+
+    def _set_link(self, first: int, second: int, *, cut: bool) -> None:
+        for target, source in ((second, first), (first, second)):
+            self._set_source(self.brokers[target].proxy, broker_host(source), cut=cut)
+
+    def _set_isolated(self, broker_id: int, *, cut: bool) -> None:
+        own = self.brokers[broker_id].proxy
+        if cut:
+            own.cut_all()  # clients and brokers alike
+        else:
+            own.heal_all()
         for other in self.brokers.values():
             if other.broker_id != broker_id:
-                other.proxy.heal(broker_host(broker_id))
+                self._set_source(other.proxy, broker_host(broker_id), cut=cut)
+
+    @staticmethod
+    def _set_source(proxy: FaultProxy, source: str, *, cut: bool) -> None:
+        if cut:
+            proxy.cut(source)
+        else:
+            proxy.heal(source)
 
     def cut_zookeeper(self, broker_id: int) -> None:
         self.brokers[broker_id].zookeeper_proxy.cut_all()
@@ -379,13 +396,7 @@ class CampaignCluster:
     async def stop_brokers(self) -> None:
         """SIGTERM every broker, one at a time (Kafka's controlled shutdown), so their files are
         complete for reading; the supervisors stand down first."""
-        self._closing = True
-        for broker in self.brokers.values():
-            if broker.supervisor is not None:
-                broker.supervisor.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await broker.supervisor
-                broker.supervisor = None
+        await self._stop_supervisors()
         for broker_id in sorted(self.brokers, reverse=True):
             broker = self.brokers[broker_id]
             process = broker.process
