@@ -271,6 +271,11 @@ def campaign_line(result: CampaignResult) -> str:
     )
 
 
+def _mean_rate(results: Sequence[CampaignResult], *, faulty: bool) -> float:
+    rates = [result.faulty_rate if faulty else result.fault_free_rate for result in results]
+    return sum(rates) / len(rates) if rates else 0.0
+
+
 def campaign_totals_line(results: Sequence[CampaignResult]) -> str:
     """Every seed together: faults by kind, acknowledged writes, each violation group, the longest
     unavailability."""
@@ -287,7 +292,9 @@ def campaign_totals_line(results: Sequence[CampaignResult]) -> str:
     by_kind = ", ".join(f"{kind} {count}" for kind, count in sorted(faults.items()))
     return (
         f"totals: {len(results)} seeds, {sum(faults.values())} faults ({by_kind}); "
-        f"{sum(r.acknowledged for r in results)} acknowledged writes; {groups}, lost-write or "
+        f"{sum(r.acknowledged for r in results)} acknowledged writes "
+        f"({_mean_rate(results, faulty=False):.0f}/s without faults, "
+        f"{_mean_rate(results, faulty=True):.0f}/s during faults); {groups}, lost-write or "
         f"unjudged {other}; ISR not full within the bound {sum(r.isr_restored_s is None for r in results)}; "
         f"longest unavailability {unavailability}; "
         f"{sum(not r.valid for r in results)} invalid"

@@ -3,14 +3,17 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import orjson
 import pytest
 
 from ops.cli import main as actorlog
-from ops.cli.verify import main
-from ops.verify.history import HistoryWriter
+from ops.cli.verify import campaign_line, campaign_totals_line, main
+from ops.verify.campaign import CampaignOptions, CampaignResult
+from ops.verify.checker import check_history
+from ops.verify.history import HistoryWriter, read_history
 from runtime.clock import ManualClock
 
 K = "orders-0"
@@ -128,3 +131,36 @@ def test_the_actorlog_command_dispatches_to_verify(
 ) -> None:
     assert actorlog.main(["verify", "check", str(_history(tmp_path / "h.jsonl"))]) == 0
     assert capsys.readouterr().out.splitlines()[-1] == "valid"
+
+
+def test_the_campaign_lines_give_faults_rates_and_every_violation_group(tmp_path: Path) -> None:
+    """``verify run``'s seed line and totals line; the second seed lost the value a poll had read
+    (lost and dirty) and its ISR did not become full within the bound."""
+
+    def result(seed: int, *, lose: bool, isr_restored_s: float | None) -> CampaignResult:
+        path = _history(tmp_path / f"seed-{seed}.jsonl", lose=lose)
+        return CampaignResult(
+            options=CampaignOptions(seed=seed),
+            history_path=path,
+            check=check_history(read_history(path)),
+            faults=Counter({"kill-leader": 2, "partition": 1} if seed == 1 else {"kill-leader": 1}),
+            acknowledged=2,
+            fault_free_rate=100.0 * seed,
+            faulty_rate=10.0 * seed,
+            isr_restored_s=isr_restored_s,
+        )
+
+    good, bad = result(1, lose=False, isr_restored_s=0.5), result(2, lose=True, isr_restored_s=None)
+    assert campaign_line(good) == (
+        "seed 1: 3 faults (kill-leader 2, partition 1); 2 acknowledged, 100/s without faults, "
+        "10/s during faults; ISR full 0.5 s after healing; 0 unplanned broker restarts; valid"
+    )
+    assert campaign_line(bad).endswith(
+        "ISR full not within the bound after healing; 0 unplanned broker restarts; INVALID"
+    )
+    assert campaign_totals_line([good, bad]) == (
+        "totals: 2 seeds, 4 faults (kill-leader 3, partition 1); 4 acknowledged writes (150/s without "
+        "faults, 15/s during faults); lost 1, duplicated 0, inconsistent 0, order 0, dirty 1, divergent 0, "
+        "unseen 0, lost-write or unjudged 0; ISR not full within the bound 1; longest unavailability "
+        "4.2 s; 1 invalid"
+    )
