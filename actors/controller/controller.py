@@ -378,6 +378,7 @@ class ControllerActor(Actor[ControllerMessage]):
                 now_ms=lambda: ctx.now_ms,
                 now_ns=lambda: ctx.now_ns,
                 wall_clock_ms=lambda: ctx.wall_clock_ms,
+                session_id=lambda: self.coordinator.session_id,
             )
             self.logic.leader_election_seconds = self._leader_election_seconds
             self.logic.elect_outside_isr = ProtocolFault.ELECT_OUTSIDE_ISR in self.config.protocol_faults

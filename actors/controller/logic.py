@@ -130,8 +130,11 @@ class ControllerLogic:
         now_ms: Callable[[], int],
         now_ns: Callable[[], int],
         wall_clock_ms: Callable[[], int],
+        session_id: Callable[[], int | None],
     ) -> None:
         self.broker_id = broker_id
+        # The ZooKeeper session this broker holds now (the owner of the ephemerals it creates).
+        self._session_id = session_id
         self.default_unclean_leader_election = default_unclean_leader_election
         self._now_ms = now_ms
         self._now_ns = now_ns
@@ -201,6 +204,12 @@ class ControllerLogic:
             if held is not None:
                 if zk_data.decode_controller(held).broker_id != self.broker_id:
                     return  # another broker is the controller
+                if stat.ephemeral_owner != self._session_id():
+                    # This broker id's, but another session's: a previous process of this broker
+                    # (restarted before its session expired) still holds it. That process may have
+                    # lost what it had not flushed; this one is not registered yet. The znode goes
+                    # with that session, and its watch brings a new election (seed 4625).
+                    return
                 # Ours, yet this broker is not the controller: an activation that ended on an error
                 # (Kafka's triggerControllerMove deletes it then). Left in place, no broker would
                 # ever be controller again while this session lives.
@@ -334,9 +343,16 @@ class ControllerLogic:
         every controller was down) was never handled as bounced: ZooKeeper still names it leader
         or ISR member as its previous process was, though the new process may have lost what was
         not flushed. A registration newer than the partition state's last write (broker epoch >
-        mzxid) proves the restart; such replicas leave the ISR (a sole member stays) and lose the
-        leadership, exactly what the controller does for a bounced broker it sees. Kafka 2.4 keeps
-        them, and can elect a leader whose log lost acknowledged records."""
+        mzxid) proves the re-registration; such replicas leave the ISR and lose the leadership,
+        exactly what the controller does for a bounced broker it sees. Kafka 2.4 keeps them, and
+        can elect a leader whose log lost acknowledged records.
+
+        A re-registration also follows a session expiry, with the process and its log intact, so
+        it proves no loss: a suspect leaves only when a live ISR member that did not re-register
+        remains to lead. Otherwise removing it would leave the ISR to dead members only, and the
+        suspect, perhaps the one intact copy, could not be elected (seed 4625: broker 3's session
+        expired while the controller, broker 1, stalled; broker 1 then lost power; the next
+        controller took 3 out of the ISR [1, 3], and broker 1 came back to lead with an empty log)."""
         context = self.context
         by_broker: dict[BrokerId, list[TopicPartition]] = {}
         for tp, leadership in sorted(context.leadership.items()):
@@ -345,16 +361,23 @@ class ControllerLogic:
             written = context.state_mzxid.get(tp)
             if written is None:
                 continue
-            for broker_id in sorted({*leadership.isr, leadership.leader}):
-                live = context.live_brokers.get(broker_id)
-                if live is not None and live.broker_epoch > written:
-                    by_broker.setdefault(broker_id, []).append(tp)
+            members = sorted({*leadership.isr, leadership.leader} - {NO_LEADER})
+            suspects = [b for b in members if self._registered_after(b, written)]
+            trusted = [b for b in leadership.isr if context.is_live(b) and b not in suspects]
+            if not trusted:
+                continue
+            for broker_id in suspects:
+                by_broker.setdefault(broker_id, []).append(tp)
         for broker_id, tps in sorted(by_broker.items()):
             _log.info(
                 "broker %d restarted after the last change of %s: treating it as bounced",
                 broker_id, ", ".join(str(tp) for tp in tps),
             )  # fmt: skip
             yield from self._remove_replica_from_isr(broker_id, tps)
+
+    def _registered_after(self, broker_id: BrokerId, zxid: int) -> bool:
+        live = self.context.live_brokers.get(broker_id)
+        return live is not None and live.broker_epoch > zxid
 
     def _start_replica_state_machine(self) -> Script:
         context = self.context

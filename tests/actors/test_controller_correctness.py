@@ -95,7 +95,7 @@ async def test_a_broker_in_controlled_shutdown_does_not_lead_a_new_partition() -
 def logic_with(context: ControllerContext) -> ControllerLogic:
     logic = ControllerLogic(
         broker_id=1, default_unclean_leader_election=False,
-        now_ms=lambda: 0, now_ns=lambda: 0, wall_clock_ms=lambda: 0,
+        now_ms=lambda: 0, now_ns=lambda: 0, wall_clock_ms=lambda: 0, session_id=lambda: None,
     )  # fmt: skip
     logic.context = context
     logic.active = True

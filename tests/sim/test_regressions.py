@@ -109,6 +109,22 @@ REGRESSIONS: dict[str, tuple[int, list[Action], str]] = {
         ],
         "disk-fault write-error on broker 3",
     ),
+    # Broker 3's ZooKeeper session expired while the controller, broker 1, was stalled; it
+    # registered again with its log intact. Broker 1 then lost power. The next controller, seeing
+    # broker 3 registered after topic2-0's last change, took it out of the ISR [1, 3] as if it had
+    # restarted, which left only the powerless broker 1, which came back to lead with an empty log.
+    "a-re-registered-broker-stays-in-the-isr-when-no-trusted-member-is-left": (
+        4625,
+        [
+            CreateTopic(700, 2, 3, 3),
+            ControlledShutdown(1897, 2, 7580),
+            Produce(8571, 2, 0, 5),
+            BrokerFault(8751, FaultKind.STALL, 1, 11805),
+            BrokerFault(8848, FaultKind.SESSION_EXPIRY, 3, 0),
+            BrokerFault(9632, FaultKind.POWER_LOSS, 1, 8617),
+        ],
+        "power-loss broker 1",
+    ),
 }
 
 
