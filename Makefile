@@ -80,7 +80,8 @@ chaos: setup
 chaos-controls: setup
 	$(CONTROL) --acks 1 --dir actorlog-verify/control-acks-1
 	$(CONTROL) --unclean --min-insync-replicas 1 --dir actorlog-verify/control-unclean
-	$(CONTROL) --protocol-fault truncate-to-high-watermark --dir actorlog-verify/control-truncate
+	$(CONTROL) --protocol-fault truncate-to-high-watermark --kinds kill-leaders-in-turn --faults 6 \
+		--dir actorlog-verify/control-truncate
 
 # Benchmarks print figures; none asserts a time. See README "Performance".
 bench: bench-transport bench-storage bench-producer bench-replication bench-failover bench-rollup
