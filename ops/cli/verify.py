@@ -348,6 +348,8 @@ def _run(arguments: argparse.Namespace) -> int:
         results.append(result)
         for skipped in result.skipped:
             print(f"skipped: {skipped}")
+        for error in result.fault_errors:
+            print(f"fault error: {error}")
         print(campaign_line(result))
         if result.valid:
             shutil.rmtree(directory / "cluster", ignore_errors=True)

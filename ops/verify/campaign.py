@@ -80,6 +80,9 @@ class CampaignResult:
     faulty_rate: float = 0.0  # during the fault window
     isr_restored_s: float | None = None  # after healing; None if not within the bound
     broker_restarts: int = 0
+    # Faults the harness failed to start or undo (a ZooKeeper that would not start again in time):
+    # reported, never counted as injected; healing everything at the end repairs what they left.
+    fault_errors: list[str] = field(default_factory=list)
 
     @property
     def valid(self) -> bool:
@@ -103,6 +106,7 @@ async def run_campaign(
     }
     result_faults: Counter[str] = Counter()
     skipped: list[str] = []
+    fault_errors: list[str] = []
     stats = WorkloadStats()
     with HistoryWriter(history_path) as history:
         async with CampaignCluster(
@@ -150,7 +154,11 @@ async def run_campaign(
                     brokers = await _resolve(cluster, fault)
                     async with contextlib.AsyncExitStack() as held:
                         await held.enter_async_context(targets.held(_resources(fault, brokers)))
-                        what = await _apply(cluster, fault, brokers)
+                        try:
+                            what = await _apply(cluster, fault, brokers)
+                        except Exception as error:  # noqa: BLE001 - the harness failed, not the system
+                            fault_errors.append(f"starting {describe_fault(fault)}: {error}")
+                            return
                         if fault.kind is FaultKind.KILL_LEADERS_IN_TURN:
                             successor = await _kill_successor(cluster, fault, brokers[0], targets, held)
                             if successor is not None:
@@ -160,20 +168,17 @@ async def run_campaign(
                         history.fault({"kind": fault.kind.value, "what": what})
                         say(f"{loop.time() - window_started:7.1f} s  {what}")
                         await wait_ms(clock, int(fault.duration_s * 1000))
-                        await _heal(cluster, fault, brokers)
+                        try:
+                            await _heal(cluster, fault, brokers)
+                        except Exception as error:  # noqa: BLE001 - healing everything at the end repairs it
+                            fault_errors.append(f"healing {what}: {error}")
                         history.heal({"kind": fault.kind.value, "what": what})
 
                 await asyncio.gather(*(inject(fault) for fault in schedule))
                 window_s = loop.time() - window_started
                 faulty_rate = (stats.acknowledged - acked_at_window) / window_s if window_s > 0 else 0.0
 
-                cluster.heal_network()
-                cluster.zookeeper.resume()
-                for broker_id in cluster.broker_ids:
-                    cluster.resume_broker(broker_id)
-                    if cluster.disk_faults:
-                        cluster.free_disk(broker_id)
-                    await cluster.release_broker(broker_id)
+                await _heal_everything(cluster, fault_errors)
                 history.heal({"kind": "all", "what": "everything healed"})
                 isr_restored_s = await _wait_isr_full(cluster, options, timeout_s=options.heal_bound_s)
                 say(
@@ -228,6 +233,7 @@ async def run_campaign(
         faulty_rate=faulty_rate,
         isr_restored_s=isr_restored_s,
         broker_restarts=restarts,
+        fault_errors=fault_errors,
     )
 
 
@@ -418,6 +424,25 @@ async def _set_fault(
         (cluster.cut_zookeeper if on else cluster.heal_zookeeper)(first)
     elif kind is FaultKind.DISK_FULL:
         (cluster.fill_disk if on else cluster.free_disk)(first)
+
+
+async def _heal_everything(cluster: CampaignCluster, fault_errors: list[str]) -> None:
+    """Undo every fault, whatever is left: links forward, processes run, ZooKeeper serves (started
+    again if a fault left it down), disks have room, every broker is started."""
+    cluster.heal_network()
+    cluster.zookeeper.resume()
+    for attempt in range(3):
+        try:
+            await cluster.zookeeper.start()  # nothing to do when it runs
+            break
+        except Exception as error:  # noqa: BLE001 - try again; the last failure is reported
+            if attempt == 2:
+                fault_errors.append(f"starting ZooKeeper again at the end: {error}")
+    for broker_id in cluster.broker_ids:
+        cluster.resume_broker(broker_id)
+        if cluster.disk_faults:
+            cluster.free_disk(broker_id)
+        await cluster.release_broker(broker_id)
 
 
 async def _wait_isr_full(
