@@ -718,6 +718,10 @@ class Log:
         if target_offset < 0:
             raise ValueError(f"cannot truncate {self.directory} to a negative offset ({target_offset})")
         if target_offset >= self._log_end_offset:
+            # The log is untouched, but an epoch this replica started as leader at its log end
+            # offset, with nothing appended since, must go (KAFKA-10706, after Kafka 2.4): kept, it
+            # stays the latest epoch, and each OffsetsForLeaderEpoch round asks for it again.
+            self.leader_epoch_cache.truncate_from_end(self._log_end_offset)
             return False
         if target_offset < self._bases[0]:
             self.truncate_fully_and_start_at(target_offset, now_ms=now_ms)

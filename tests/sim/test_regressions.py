@@ -134,3 +134,20 @@ def test_regression_schedule_passes(name: str) -> None:
     result = run_seed(seed, SimOptions(), plan)
     assert any(reaches in line for line in result.events.lines), f"{name} no longer reaches {reaches!r}"
     assert result.passed, f"{name}: {result.violation}\n{result.events.tail(40)}"
+
+
+# Seeds kept whole, with the plan their seed generates (not shrunk: the schedule is long and the
+# generator is what reaches the situation).
+WHOLE_SEEDS: dict[str, int] = {
+    # Broker 3 led topic1-0 at epoch 5 from its log end offset and appended nothing; after an
+    # unclean election it followed broker 1, which never had epoch 5. Truncating to its own log end
+    # offset changed nothing and kept epoch 5, so each OffsetsForLeaderEpoch round asked for epoch 5
+    # again: it never fetched and never rejoined the ISR (Liveness; KAFKA-10706).
+    "a-no-op-truncation-drops-an-epoch-the-replica-led-without-appending": 1632,
+}
+
+
+@pytest.mark.parametrize("name", sorted(WHOLE_SEEDS))
+def test_whole_seed_passes(name: str) -> None:
+    result = run_seed(WHOLE_SEEDS[name], SimOptions())
+    assert result.passed, f"{name}: {result.violation}\n{result.events.tail(40)}"

@@ -254,3 +254,19 @@ def test_scenario_36_recovery_with_a_corrupt_message(seed: int) -> None:
     )
     reopened.recover(lambda _header: None)
     assert [b.header.last_offset for b in reopened.batches()] == list(range(corrupt_from))
+
+
+def test_a_truncation_at_the_log_end_drops_an_epoch_started_there() -> None:
+    """KAFKA-10706 (after Kafka 2.4): a replica led epoch 5 from its log end offset and appended
+    nothing, then followed a leader without epoch 5. Its truncation to its own log end offset
+    changes no record but must drop epoch 5, or epoch 5 stays its latest and every
+    OffsetsForLeaderEpoch round asks for it again (simulation seed 1632: never back in the ISR)."""
+    log = open_log(MemoryFileSystem())
+    log.append_as_follower(batch(b"a", b"b", base_offset=0, leader_epoch=3), now_ms=0)
+    log.leader_epoch_cache.assign(5, log.log_end_offset)  # became leader at epoch 5
+    assert log.leader_epoch_cache.latest_epoch == 5
+    assert not log.truncate_to(log.log_end_offset, now_ms=0)
+    assert log.leader_epoch_cache.entries == (EpochEntry(3, 0),)
+    assert log.log_end_offset == 2
+    assert not log.truncate_to(7, now_ms=0)  # past the end: nothing more to drop
+    assert log.leader_epoch_cache.entries == (EpochEntry(3, 0),)
