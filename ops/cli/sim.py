@@ -16,6 +16,7 @@ import argparse
 import logging
 import multiprocessing
 import os
+import signal
 import sys
 import time
 from collections import Counter
@@ -88,6 +89,10 @@ def _report_failure(result: RunResult, options: SimOptions, *, shrink_it: bool) 
     print(f"\nreplay: actorlog sim --seed {result.seed} --steps {options.steps} --verbose")
 
 
+def _interrupt(_signal: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     if os.environ.get("PYTHONHASHSEED") != "0":
@@ -116,27 +121,37 @@ def main(argv: Sequence[str] | None = None) -> int:
     checks = steps = 0
     virtual_ms = 0
     context = multiprocessing.get_context("spawn")
+    done = 0
+    interrupted = False
+    # SIGTERM as Ctrl-C: a campaign stopped early still reports the seeds it finished.
+    signal.signal(signal.SIGTERM, _interrupt)
     with context.Pool(max(1, arguments.jobs)) as pool:
-        for done, (seed, violation, virtual, _, kinds, seed_checks, seed_steps, _) in enumerate(
-            pool.imap_unordered(run_one, [(seed, arguments.steps) for seed in seeds]), 1
-        ):
-            faults.update(kinds)
-            checks += seed_checks
-            steps += seed_steps
-            virtual_ms += virtual
-            if violation is not None:
-                failures.append((seed, violation))
-                print(f"seed {seed} FAILED: {violation}", flush=True)
-            if done % 100 == 0:
-                elapsed = time.perf_counter() - started
-                print(f"{done}/{len(seeds)} seeds, {done / elapsed:.2f} seeds/s", flush=True)
+        try:
+            for done, (seed, violation, virtual, _, kinds, seed_checks, seed_steps, _) in enumerate(
+                pool.imap_unordered(run_one, [(seed, arguments.steps) for seed in seeds]), 1
+            ):
+                faults.update(kinds)
+                checks += seed_checks
+                steps += seed_steps
+                virtual_ms += virtual
+                if violation is not None:
+                    failures.append((seed, violation))
+                    print(f"seed {seed} FAILED: {violation}", flush=True)
+                if done % 100 == 0:
+                    elapsed = time.perf_counter() - started
+                    print(f"{done}/{len(seeds)} seeds, {done / elapsed:.2f} seeds/s", flush=True)
+        except KeyboardInterrupt:
+            interrupted = True
+            pool.terminate()
     elapsed = time.perf_counter() - started
+    if interrupted:
+        print(f"interrupted after {done} of {len(seeds)} seeds (finished in any order)")
     print(
-        f"{len(seeds)} seeds in {elapsed:.1f} s ({len(seeds) / elapsed:.2f} seeds/s, {arguments.jobs} jobs): "
-        f"{len(seeds) - len(failures)} passed, {len(failures)} failed; {steps} actions, "
+        f"{done} seeds in {elapsed:.1f} s ({done / elapsed:.2f} seeds/s, {arguments.jobs} jobs): "
+        f"{done - len(failures)} passed, {len(failures)} failed; {steps} actions, "
         f"{virtual_ms / 1000:.0f} s virtual, {checks} invariant checks"
     )
     print("faults injected: " + ", ".join(f"{kind} {count}" for kind, count in sorted(faults.items())))
     for seed, violation in sorted(failures):
         print(f"  seed {seed}: {violation}")
-    return 1 if failures else 0
+    return 1 if failures or interrupted else 0
