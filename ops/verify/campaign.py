@@ -7,7 +7,10 @@ Phases (each logged with its start time, so a run can be read afterwards):
    ``min.insync.replicas`` and ``unclean.leader.election.enable`` as the options say.
 2. Writers and readers start (``workload.py``); the first ``warmup_s`` seconds have no fault (the
    fault-free throughput the report compares with).
-3. The fault window: the schedule (``faults.py``) runs; each fault heals after its duration.
+3. The fault window: the schedule (``faults.py``) runs; each fault heals after its duration. A
+   fault holds its targets (brokers, ZooKeeper) while it lasts, and one whose target is held waits,
+   so every heal undoes exactly its own fault. A fault the harness fails to start or undo is a
+   ``fault error`` in the result, not an injected fault; step 4 repairs what it left.
 4. Healing: everything heals; every partition must have its whole replica set in the ISR again
    within ``heal_bound_s`` (recorded, and a violation if not).
 5. Writers stop and their outstanding sends complete; the final read takes every partition from
