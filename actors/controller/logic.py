@@ -296,7 +296,13 @@ class ControllerLogic:
         for topic, assignment in (yield from self._read_assignments(names)).items():
             context.add_topic(topic, assignment.partitions)
         yield from self._load_topic_configs(list(context.assignments))
-        paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in context.all_partitions()}
+        yield from self._load_leadership(list(context.all_partitions()))
+
+    def _load_leadership(self, tps: list[TopicPartition]) -> Script:
+        """Read the partition state znodes of ``tps`` into the context (leader, ISR, epochs, and
+        the zxid of each state's last write); a missing or unreadable one is left out."""
+        context = self.context
+        paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in tps}
         states = yield ZkGetMany(tuple(paths.values()))
         for tp, path in paths.items():
             found = states.get(path)
@@ -929,14 +935,7 @@ class ControllerLogic:
                 _log.error("ignoring an unreadable ISR change notification %s: %s", path, error)
         known = sorted(tp for tp in changed if tp in context.leadership or context.replicas(tp))
         if known:
-            state_paths = {tp: zk_data.partition_state_path(tp.topic, tp.partition) for tp in known}
-            states = yield ZkGetMany(tuple(state_paths.values()))
-            for tp, path in state_paths.items():
-                value = states.get(path)
-                if value is not None:
-                    leadership = self._decode_state(tp, value)
-                    if leadership is not None:
-                        context.leadership[tp] = leadership
+            yield from self._load_leadership(known)
             self.batch.add_update_metadata(context.live_or_shutting_down_ids(), known)
         # Deleted once processed. Not in a ``finally``: a script closed when the controller resigns
         # must not yield (close() would raise); a notification left behind is read again by the

@@ -106,8 +106,9 @@ class ControllerContext:
     partition_states: dict[TopicPartition, PartitionMachineState] = field(default_factory=dict)
     replica_states: dict[tuple[TopicPartition, BrokerId], ReplicaMachineState] = field(default_factory=dict)
     topics_to_delete: set[str] = field(default_factory=set)
-    # The zxid of the last write of each partition state znode (its Stat's mzxid), as loaded at
-    # failover: a broker registered after it (a larger broker epoch) restarted since.
+    # The zxid of the last write of each partition state znode (its Stat's mzxid) when it was last
+    # read from ZooKeeper; failover compares it with broker epochs: a broker registered after it
+    # (a larger broker epoch) registered again since.
     state_mzxid: dict[TopicPartition, int] = field(default_factory=dict)
     topic_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)
 

@@ -211,7 +211,7 @@ async def run_campaign(
                 partitions=options.partitions,
                 timeout_s=60,
             )
-            high_watermarks = await _high_watermarks(cluster, options)
+            high_watermarks = await cluster.replica_high_watermarks(TOPIC, options.partitions)
             restarts = sum(b.restarts for b in cluster.brokers.values())
             log_dirs = {b.broker_id: b.log_dir for b in cluster.brokers.values()}
             await cluster.stop_brokers()
@@ -477,8 +477,3 @@ async def _wait_isr_full(
                 _log.info("waiting for the ISR of %s: %s", tp, error)
                 await wait_ms(LoopClock(), 500)
     return loop.time() - started
-
-
-async def _high_watermarks(cluster: CampaignCluster, options: CampaignOptions) -> dict[tuple[int, int], int]:
-    """Each replica's high watermark, from its broker's metrics (kafka_log_log_highwatermark)."""
-    return await cluster.replica_high_watermarks(TOPIC, options.partitions)

@@ -78,7 +78,6 @@ class CampaignBroker:
     held_down: bool = False
     paused: bool = False
     restarts: int = 0
-    exits: list[int] = field(default_factory=list)
     supervisor: asyncio.Task[None] | None = None
     # Set while no fault holds it down; one start at a time.
     released: asyncio.Event = field(default_factory=asyncio.Event)
@@ -306,7 +305,6 @@ class CampaignCluster:
             if process is not None and process.returncode is None:
                 code = await process.wait()
                 if not broker.held_down and not self._closing:
-                    broker.exits.append(code)
                     _log.warning(
                         "broker %d exited (code %d); starting it again: %s",
                         broker.broker_id,

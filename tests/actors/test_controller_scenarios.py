@@ -27,6 +27,7 @@ from ops.sim.cluster import BrokerState
 from runtime.clock import wait_ms
 from runtime.transport.sim import LinkBehaviour
 from tests.support.cluster import InProcessCluster, batch, started, values_of
+from tests.support.produce_checks import assert_acknowledged_kept_in_order
 
 pytestmark = pytest.mark.asyncio
 
@@ -209,18 +210,7 @@ async def test_hard_kill_of_the_leader_under_acks_all_load_loses_nothing(cluster
     await producer.stop()
     leader = cluster.zk_partition_state(TP)[0].leader
     records = await read_partition(cluster, leader, TP)
-    values = [value for _, value in records if value is not None]
-    assert len(values) == len(records)
-    assert [v for v in producer.acknowledged if v not in values] == []
-    # The loop is not idempotent: a value is in the log at most once per attempt, and one attempt
-    # at a time keeps the log in the order the values were written.
-    counts = collections.Counter(values)
-    assert {v: n for v, n in counts.items() if n > producer.attempts.get(v, 0)} == {}, "duplicates"
-    numbers = [int(v.removeprefix(b"record-")) for v in values]
-    assert numbers == sorted(numbers)
-    offsets = [offset for offset, _ in records]
-    assert offsets == sorted(offsets)
-    assert len(offsets) == len(set(offsets))
+    assert_acknowledged_kept_in_order(records, producer.acknowledged, producer.attempts)
 
 
 async def test_sigterm_moves_leadership_before_exit_with_under_a_second_of_unavailability(
