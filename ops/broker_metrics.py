@@ -31,6 +31,7 @@ from runtime.histogram import (
     HistogramSnapshot,
 )
 from runtime.metrics import histogram_family, system_metric_families
+from runtime.storage.log_recovery import RecoveryKind
 from runtime.system import ActorSystem
 
 __all__ = ["REQUEST_KINDS", "NodeSnapshot", "broker_metric_families", "collect_node"]
@@ -54,6 +55,7 @@ REQUEST_KINDS = (
     "LeaderAndIsr", "UpdateMetadata", "StopReplica", "ControlledShutdown",
 )  # fmt: skip
 PROPAGATION_OUTCOMES = ("written", "deferred", "forced")
+RECOVERY_ACTIONS = tuple(kind.value for kind in RecoveryKind)
 FETCHER_CLIENT_ID = "Replica"
 _SPECS = {spec.name: spec for spec in CATALOG}
 _EMPTY_LATENCY = Histogram(LATENCY_BUCKETS_SECONDS).snapshot()
@@ -145,7 +147,15 @@ def _replica_manager_families(snapshot: NodeSnapshot) -> list[Metric]:
             snapshot.broker.offline_log_directories if snapshot.broker is not None else 0
         ),
     }
-    families: list[Metric] = [shrinks, expands, failed]
+    recovery = _counter("kafka_log_recovery_actions_total")
+    actions = snapshot.broker.log_recovery_actions if snapshot.broker is not None else {}
+    for action in RECOVERY_ACTIONS:
+        recovery.add_metric([action], actions.get(action, 0))
+    truncated = _counter("kafka_log_recovery_truncated_bytes_total")
+    truncated.add_metric(
+        [], snapshot.broker.log_recovery_truncated_bytes if snapshot.broker is not None else 0
+    )
+    families: list[Metric] = [shrinks, expands, failed, recovery, truncated]
     for name, value in gauges.items():
         family = _gauge(name)
         family.add_metric([], value)

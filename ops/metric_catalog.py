@@ -68,6 +68,13 @@ CATALOG: tuple[MetricSpec, ...] = (
     MetricSpec("kafka_server_replicamanager_leadercount", G, "Partitions led by this broker."),
     MetricSpec("kafka_log_logmanager_offlinelogdirectorycount", G,
                "Log directories taken offline by an I/O error (the broker halts after it)."),
+    # --- Log loading at start-up (runtime/storage/log_recovery.py; beyond Kafka) ---------------
+    MetricSpec("kafka_log_recovery_actions_total", C,
+               "Repairs made while loading the log dir at start-up, by action (segment_recovered, "
+               "bytes_truncated, file_moved_aside, checkpoint_rebuilt, epoch_entries_dropped, "
+               "records_missing); each is also logged at WARN.", ("action",)),
+    MetricSpec("kafka_log_recovery_truncated_bytes_total", C,
+               "Bytes cut off torn or invalid segment tails while loading the log dir at start-up."),
     # --- ISR change propagation (the 5 s / 60 s rule, docs/propagation.md §1) ---------------
     MetricSpec("kafka_server_isrchangepropagation_checks_total", C,
                "isr-change-propagation checks with pending changes, by outcome: written (after 5 s "

@@ -1043,6 +1043,8 @@ class BrokerActor(Actor[BrokerMessage]):
             followed_out_of_isr=self._followed_out_of_isr(),
             has_current_metadata=self.has_current_metadata,
             offline_log_directories=int(self.log_manager.offline_reason is not None),
+            log_recovery_actions=self.log_manager.recovery_report.counts(),
+            log_recovery_truncated_bytes=self.log_manager.recovery_report.truncated_bytes,
         )
 
     def _followed_out_of_isr(self) -> tuple[str, ...]:

@@ -52,6 +52,9 @@ class BrokerStatistics:
     has_current_metadata: bool = False
     # 1 once an I/O error took the (only) log dir offline; the broker halts right after.
     offline_log_directories: int = 0
+    # What loading the log dir at start-up repaired: actions by kind, and bytes cut off segments.
+    log_recovery_actions: dict[str, int] = field(default_factory=dict)
+    log_recovery_truncated_bytes: int = 0
 
 
 @dataclass(slots=True)

@@ -40,6 +40,7 @@ from runtime.storage.topic_partition import TopicPartition
 
 __all__ = [
     "CHECKPOINT_VERSION",
+    "LEADER_EPOCH_CHECKPOINT",
     "LOG_START_OFFSET_CHECKPOINT",
     "RECOVERY_POINT_CHECKPOINT",
     "REPLICATION_OFFSET_CHECKPOINT",
@@ -131,7 +132,8 @@ def read_checkpoint_lines(fs: FileSystem, path: str, fields: int) -> list[list[s
     if lines[0].strip() != str(CHECKPOINT_VERSION):
         raise CorruptCheckpointError(f"unrecognized version {lines[0]!r} of the checkpoint file {path}")
     if len(lines) < 2:
-        return []
+        # ``format_checkpoint`` always writes the count: a version alone is a cut file.
+        raise CorruptCheckpointError(f"checkpoint file {path} ends after its version line")
     try:
         expected = int(lines[1].strip())
     except ValueError:

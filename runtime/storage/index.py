@@ -151,12 +151,12 @@ class _IndexFile:
             self.written = keep
 
     def reset(self) -> None:
-        """Drop every entry (recovery rebuilds from scratch)."""
+        """Drop every entry (recovery rebuilds from scratch). The file exists afterwards, empty: a
+        missing index is recreated, so the segment's later fsyncs find all three files."""
         self.keys.clear()
         self.values.clear()
         self.written = 0
-        if self._handle is not None or self.fs.exists(self.path):
-            self._file().truncate(0)
+        self._file().truncate(0)
 
     def close(self) -> None:
         self.write_pending()

@@ -61,10 +61,11 @@ import posixpath
 import random
 from collections.abc import Iterator
 
-from runtime.storage.checkpoint import LeaderEpochCheckpointFile
+from runtime.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from runtime.storage.compression import CompressionType
 from runtime.storage.config import FlushPolicy, LogConfig
 from runtime.storage.errors import (
+    CorruptCheckpointError,
     InvalidOffsetError,
     OffsetOutOfRangeError,
     OffsetsOutOfOrderError,
@@ -74,6 +75,7 @@ from runtime.storage.errors import (
 from runtime.storage.fs import FileSystem
 from runtime.storage.leader_epoch import LeaderEpochCache
 from runtime.storage.log_loader import load_segments
+from runtime.storage.log_recovery import RecoveryAction, RecoveryKind, RecoveryReport
 from runtime.storage.log_types import FlushJob, LogAppendInfo, LogOffsetMetadata, LogReadInfo, LogStatistics
 from runtime.storage.log_validator import (
     PREFIX_SIZE,
@@ -99,6 +101,7 @@ from runtime.storage.segment import LogSegment
 __all__ = ["FlushJob", "Log", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo", "LogStatistics"]
 # The value types live in log_types.py; they are re-exported here because they are the Log's API.
 
+_EPOCHS_MISSING = "no leader epoch entries (file missing or empty) although the log holds batches"
 _NONE = CompressionType.NONE  # read on every append: a module global is cheaper than an enum lookup
 
 
@@ -158,13 +161,26 @@ class Log:
         recovery_point: int = 0,
         high_watermark: int = 0,
         clean_shutdown: bool = False,
+        report: RecoveryReport | None = None,
     ) -> Log:
-        """Open (creating if needed) the log in ``directory``; values come from the log dir's checkpoints."""
+        """Open (creating if needed) the log in ``directory``; values come from the log dir's checkpoints.
+        Every repair made while loading is recorded in ``report`` (and logged at WARN)."""
+        if report is None:
+            report = RecoveryReport()
         fs.make_dirs(directory)
         log = cls(fs, directory, config, rng, log_start_offset=log_start_offset)
-        log.leader_epoch_cache = LeaderEpochCache(
-            lambda: log._log_end_offset, LeaderEpochCheckpointFile(fs, directory)
-        )
+        checkpoint = LeaderEpochCheckpointFile(fs, directory)
+        try:
+            entries = checkpoint.read()
+            epochs_damaged: str | None = None
+            if not entries:
+                # Missing, empty or without entries: damage only if the log holds batches with a
+                # leader epoch (every epoch is checkpointed before its first batch is written).
+                epochs_damaged = _EPOCHS_MISSING
+        except CorruptCheckpointError as error:
+            # Only this partition is affected: its epochs are rebuilt from the batches below.
+            entries, epochs_damaged = [], str(error)
+        log.leader_epoch_cache = LeaderEpochCache(lambda: log._log_end_offset, checkpoint, entries=entries)
         loaded = load_segments(
             fs,
             directory,
@@ -176,14 +192,31 @@ class Log:
             now_ms=now_ms,
             wall_clock_ms=wall_clock_ms,
             roll_jitter_ms=log._roll_jitter_ms,
+            report=report,
         )
         for segment in loaded.segments:
             log._add_segment(segment)
         log._log_end_offset = loaded.log_end_offset
         log._recovery_point = loaded.recovery_point
         log._last_flush_ms = now_ms
+        if epochs_damaged is not None and (
+            epochs_damaged != "missing" or loaded.log_end_offset > log._bases[0]
+        ):
+            log._rebuild_leader_epochs(epochs_damaged, report)
+        epochs_before = log.leader_epoch_cache.entries
         log.leader_epoch_cache.truncate_from_end(log._log_end_offset)
-        log._log_start_offset = max(log_start_offset, log._bases[0])
+        dropped = epochs_before[len(log.leader_epoch_cache.entries) :]
+        if dropped:
+            report.record(
+                RecoveryAction(
+                    RecoveryKind.EPOCH_ENTRIES_DROPPED,
+                    posixpath.basename(directory),
+                    checkpoint.path,
+                    f"leader epochs {', '.join(f'{e.epoch} from offset {e.start_offset}' for e in dropped)} "
+                    f"start at or beyond the log end offset {log._log_end_offset}: dropped",
+                )
+            )
+        log._log_start_offset = max(loaded.log_start_offset, log._bases[0])
         log.leader_epoch_cache.truncate_from_start(log._log_start_offset)
         log._rebuild_producer_state(log._log_end_offset)
         log.producer_state.truncate_head(log._log_start_offset)
@@ -742,6 +775,9 @@ class Log:
         """Delete every segment and start empty at ``new_offset``."""
         if new_offset < 0:
             raise ValueError(f"cannot restart {self.directory} at a negative offset ({new_offset})")
+        # The epochs first, durably, as for retention: loading never sees epochs below the first segment
+        # unless the head's files went missing.
+        self.leader_epoch_cache.clear_and_flush()
         self._remove_segments(self.segments, now_ms=now_ms)
         self._add_segment(
             LogSegment.create(
@@ -757,7 +793,6 @@ class Log:
         self._make_truncation_durable(None)
         self._truncation_generation += 1
         self._log_end_offset = new_offset
-        self.leader_epoch_cache.clear_and_flush()
         self.producer_state.truncate_fully()
         self.producer_state.map_end_offset = new_offset
         self._recovery_point = min(self._recovery_point, new_offset)
@@ -773,6 +808,29 @@ class Log:
             truncated.fsync()
         self.fs.fsync_dir(self.directory)
         self._directory_changes_synced = self._directory_changes
+
+    def _rebuild_leader_epochs(self, damage: str, report: RecoveryReport) -> None:
+        """The partition's ``leader-epoch-checkpoint`` could not be read: rebuild the cache from the
+        partition leader epochs in the batch headers (each epoch starts at its first batch)."""
+        cache = self.leader_epoch_cache
+        cache.clear_and_flush()
+        for base in self._bases:
+            for _position, header in self._segments[base].iterate_headers():
+                epoch = header.partition_leader_epoch
+                latest = cache.latest_epoch
+                if epoch >= 0 and (latest is None or epoch > latest):
+                    cache.assign(epoch, header.base_offset)
+        rebuilt = ", ".join(f"{e.epoch} from offset {e.start_offset}" for e in cache.entries)
+        if damage == _EPOCHS_MISSING and not rebuilt:
+            return  # batches without a leader epoch (-1): there was nothing to checkpoint
+        report.record(
+            RecoveryAction(
+                RecoveryKind.CHECKPOINT_REBUILT,
+                posixpath.basename(self.directory),
+                posixpath.join(self.directory, LEADER_EPOCH_CHECKPOINT),
+                f"{damage}; rebuilt from the batch headers: epochs {rebuilt or 'none'}",
+            )
+        )
 
     def _rebuild_producer_state(self, up_to_offset: int) -> None:
         """Producer state as of ``up_to_offset``: the latest in-memory snapshot at or below it, then
@@ -863,8 +921,10 @@ class Log:
             return 0
         if len(deletable) == len(self._bases):
             self.roll(now_ms=now_ms, wall_clock_ms=wall_clock_ms)  # there is always at least one segment
+        # The log start offset first: its leader epoch checkpoint write is durable before any file
+        # goes, so loading can tell segments retention removed from a head that went missing.
+        self.maybe_increment_log_start_offset(self._bases[len(deletable)])
         self._remove_segments(deletable, now_ms=now_ms)
-        self.maybe_increment_log_start_offset(self._bases[0])
         return len(deletable)
 
     # ----------------------------------------------------------------------------- life cycle

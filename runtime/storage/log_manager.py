@@ -16,6 +16,10 @@ Rules kept here:
   skip recovery; the marker is then removed (and the removal made durable) so that a crash from here
   on is treated as unclean. Directories ending ``-delete`` (a deletion interrupted by a crash) are
   removed.
+* A checkpoint that cannot be parsed stops nothing: it is logged and counted (``recovery_report``)
+  and the logs load as if it were empty (a damaged recovery point file also means a full recovery,
+  marker or not); the next checkpoint rewrites it from the logs. Damage inside one partition's
+  directory affects only that partition (log_loader.py, ``Log.open``).
 * ``close`` is the clean shutdown: flush every log, write the three checkpoints, close the logs, and
   only then write the marker (fsynced).
 * Checkpoints are written atomically (checkpoint.py). Each ``checkpoint_*`` method writes
@@ -40,8 +44,10 @@ from runtime.storage.checkpoint import (
     OffsetCheckpointFile,
 )
 from runtime.storage.config import LogConfig
+from runtime.storage.errors import CorruptCheckpointError
 from runtime.storage.fs import FileSystem
 from runtime.storage.log import Log
+from runtime.storage.log_recovery import RecoveryAction, RecoveryKind, RecoveryReport
 from runtime.storage.topic_partition import TopicPartition
 
 __all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager", "parse_partition_directory"]
@@ -80,6 +86,8 @@ class LogManager:
         self._logs: dict[TopicPartition, Log] = {}
         # Why the log dir went offline (an I/O error), if it did: the broker halts right after.
         self.offline_reason: str | None = None
+        # What loading repaired (every action also logged at WARN); the broker's metrics count it.
+        self.recovery_report = RecoveryReport()
         self._high_watermarks = OffsetCheckpointFile(
             fs, posixpath.join(log_dir, REPLICATION_OFFSET_CHECKPOINT)
         )
@@ -107,9 +115,18 @@ class LogManager:
         manager = cls(
             fs, log_dir, default_config or LogConfig(), topic_configs or {}, rng, had_clean_shutdown=clean
         )
-        recovery_points = manager._recovery_points.read()
-        log_start_offsets = manager._log_start_offsets.read()
-        high_watermarks = manager._high_watermarks.read()
+        recovery_points = manager._read_checkpoint(
+            manager._recovery_points, "every partition is recovered from its first segment"
+        )
+        log_start_offsets = manager._read_checkpoint(
+            manager._log_start_offsets, "every log starts at its first segment's base offset"
+        )
+        high_watermarks = manager._read_checkpoint(
+            manager._high_watermarks,
+            "high watermarks restart at the log start (a follower learns its leader's)",
+        )
+        if recovery_points is None:
+            clean = False  # Without recovery points, no log is known to be flushed: recover them all.
         for name in fs.list_dir(log_dir):
             path = posixpath.join(log_dir, name)
             if not fs.is_dir(path):
@@ -129,15 +146,31 @@ class LogManager:
                 now_ms=now_ms,
                 wall_clock_ms=wall_clock_ms,
                 rng=rng,
-                log_start_offset=log_start_offsets.get(topic_partition, 0),
-                recovery_point=recovery_points.get(topic_partition, 0),
-                high_watermark=high_watermarks.get(topic_partition, 0),
+                log_start_offset=(log_start_offsets or {}).get(topic_partition, 0),
+                recovery_point=(recovery_points or {}).get(topic_partition, 0),
+                high_watermark=(high_watermarks or {}).get(topic_partition, 0),
                 clean_shutdown=clean,
+                report=manager.recovery_report,
             )
-        if clean:
+        if fs.exists(marker):
             fs.delete_file(marker)
             fs.fsync_dir(log_dir)
         return manager
+
+    def _read_checkpoint(
+        self, checkpoint: OffsetCheckpointFile, consequence: str
+    ) -> dict[TopicPartition, int] | None:
+        """The file's entries, or None (logged, counted, and the file rewritten on the next checkpoint)
+        when it cannot be parsed: the logs are then loaded as if it had no entries."""
+        try:
+            return checkpoint.read()
+        except CorruptCheckpointError as error:
+            self.recovery_report.record(
+                RecoveryAction(
+                    RecoveryKind.CHECKPOINT_REBUILT, "", checkpoint.path, f"{error}; {consequence}"
+                )
+            )
+            return None
 
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.default_config)

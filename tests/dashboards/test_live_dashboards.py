@@ -234,7 +234,7 @@ async def test_every_panel_and_variable_query_returns_data_from_a_cluster_under_
 
             # ---------------------------------------------------------------- the alert rules
             rules = [rule for group in await prometheus.rule_groups() for rule in group["rules"]]
-            assert len(rules) == 8
+            assert len(rules) == 9
             assert {rule["name"]: rule["health"] for rule in rules if rule["health"] != "ok"} == {}
             states = {rule["name"]: rule["state"] for rule in rules}
             # Still degraded at the end (the leader stays dead), but not for long enough to fire.
@@ -242,6 +242,7 @@ async def test_every_panel_and_variable_query_returns_data_from_a_cluster_under_
             assert states["ActorlogPartitionsAtMinIsr"] == "pending"
             assert states["ActorlogOfflinePartitions"] == "pending"
             assert "firing" not in states.values(), states
+            assert states["ActorlogReplicaLostFlushedRecords"] == "inactive"  # the files were not damaged
 
             # ---------------------------------------------------------------- /metrics lint
             async with aiohttp.ClientSession() as session:

@@ -32,7 +32,7 @@ def test_a_clean_shutdown_skips_recovery_and_keeps_the_indexes() -> None:
     assert unclean.log_end_offset < 30  # the damaged batch and everything after it are cut
 
 
-def test_an_unclean_start_cuts_a_torn_tail_and_deletes_later_segments() -> None:
+def test_an_unclean_start_cuts_a_torn_tail_and_moves_later_segments_aside() -> None:
     fs = MemoryFileSystem()
     log = _populated(fs)
     segments = log.segments
@@ -46,6 +46,8 @@ def test_an_unclean_start_cuts_a_torn_tail_and_deletes_later_segments() -> None:
     assert recovered.log_end_offset == expected
     assert values(recovered) == [b"v%d" % i for i in range(expected)]
     assert recovered.recovery_point == middle.base_offset  # the recovered tail is not known durable
+    later = segments[2].log_path
+    assert not fs.exists(later) and fs.exists(later + ".stray")  # out of the log, bytes kept
 
 
 def test_missing_or_corrupt_indexes_are_rebuilt_even_after_a_clean_shutdown() -> None:
@@ -79,13 +81,15 @@ def test_leftovers_from_a_crash_are_removed() -> None:
     assert "00000000000000099999.index" not in names
 
 
-def test_a_log_ending_below_its_start_offset_starts_over_empty() -> None:
+def test_a_log_start_offset_beyond_a_log_nothing_cut_is_ignored() -> None:
+    # Only a cut (a power loss) can leave the log below its start offset; without one the
+    # checkpoint entry contradicts the files, and records are not deleted on its word.
     fs = MemoryFileSystem()
     log = _populated(fs, 5)
     log.close(flush=True)
     reopened = open_log(fs, config=CONFIG, log_start_offset=50, high_watermark=60)
-    assert [(s.base_offset, s.size) for s in reopened.segments] == [(50, 0)]
-    assert (reopened.log_start_offset, reopened.log_end_offset, reopened.high_watermark) == (50, 50, 50)
+    assert values(reopened) == [b"v%d" % i for i in range(5)]
+    assert (reopened.log_start_offset, reopened.log_end_offset, reopened.high_watermark) == (0, 5, 5)
 
 
 def test_the_high_watermark_is_clamped_on_load() -> None:
