@@ -125,6 +125,9 @@ class Log:
         self._directory_changes_synced = 0
         self._pending_roll_flush: int | None = None
         self._pending_deletes: list[tuple[int, list[str]]] = []
+        # [from, to): offsets that were flushed but that loading found gone from this replica's files
+        # (damage); a leader whose log still ends below ``to`` serves without records it once had.
+        self.missing_flushed_offsets: tuple[int, int] | None = None
         self.producer_state = ProducerStateManager()
         self._apply_config(config)
         self._active: LogSegment
@@ -167,6 +170,7 @@ class Log:
         Every repair made while loading is recorded in ``report`` (and logged at WARN)."""
         if report is None:
             report = RecoveryReport()
+        first_action = len(report.actions)
         fs.make_dirs(directory)
         log = cls(fs, directory, config, rng, log_start_offset=log_start_offset)
         checkpoint = LeaderEpochCheckpointFile(fs, directory)
@@ -221,6 +225,8 @@ class Log:
         log._rebuild_producer_state(log._log_end_offset)
         log.producer_state.truncate_head(log._log_start_offset)
         log.update_high_watermark(high_watermark)
+        if any(a.kind is RecoveryKind.RECORDS_MISSING for a in report.actions[first_action:]):
+            log.missing_flushed_offsets = (log._log_end_offset, recovery_point)
         log._directory_changes = 1  # The directory's entries are not known to be durable yet.
         return log
 

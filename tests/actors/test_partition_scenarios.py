@@ -8,12 +8,16 @@ instants Kafka's tests call ``maybeShrinkIsr``. Numbers (offsets, epochs, times)
 
 from __future__ import annotations
 
+import logging
+import random
+
 import pytest
 
 from actors.common.errors import ErrorCode
 from actors.server.replica.messages import AppendRecords, PartitionAppendResult, ReadRecords
 from actors.server.replica.partition_state import LeaderAndIsr, Role
 from runtime.effects import Effect, Pipe
+from runtime.storage.log_manager import LogManager
 from tests.support.partition_driver import PartitionDriver, error_of, records, replies_to
 
 pytestmark = pytest.mark.asyncio
@@ -514,3 +518,26 @@ def _read(replica_id: int, offset: int) -> ReadRecords:
 
 def _append(data: bytes, *, acks: int) -> AppendRecords:
     return AppendRecords(data, acks, 30_000)
+
+
+async def test_a_leader_missing_flushed_records_since_its_start_says_so_loudly(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Loading found flushed records gone from this replica's files (a segment deleted while the
+    broker was stopped); if it becomes leader before fetching them back, it logs an ERROR naming them."""
+    driver = await PartitionDriver().start()
+    driver.seed_log(5)
+    driver.log.roll(now_ms=0)
+    driver.seed_log(5)
+    second = driver.log.active_segment.base_offset
+    driver.log_manager.close(now_ms=0)
+    for path in driver.fs.list_dir(f"/data/{driver.tp}"):
+        if path.startswith(f"{second:020d}"):
+            driver.fs.delete_file(f"/data/{driver.tp}/{path}")
+    driver.log_manager = LogManager.open(driver.fs, "/data", now_ms=0, rng=random.Random(1))
+    driver.actor.log_manager = driver.log_manager
+    assert driver.log.missing_flushed_offsets == (5, 10)
+    with caplog.at_level(logging.ERROR):
+        await driver.become_leader(leader_epoch=1, isr=(0,), replicas=(0,))
+    errors = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert any(f"Partition {driver.tp} becomes leader without offsets 5..9" in e for e in errors), errors

@@ -396,6 +396,16 @@ class PartitionActor(Actor[PartitionMessage]):
             leader_log_end_offset=log.log_end_offset,
             now_ms=ctx.now_ms,
         )
+        missing = log.missing_flushed_offsets
+        if missing is not None and log.log_end_offset < missing[1]:
+            # Loading found flushed records gone from this replica's files, and it has not fetched
+            # them back: unless another replica still holds them, they are lost from here on.
+            ctx.log.error(
+                "Partition %s becomes leader without offsets %d..%d, which were flushed to this "
+                "replica's disk but were missing from its files when it started (see the WARN lines "
+                "'Log recovery (records_missing)'): they are lost unless another replica holds them",
+                self.tp, missing[0], missing[1] - 1, extra={"tp": str(self.tp)},
+            )  # fmt: skip
         # KIP-279: cache the new epoch at once, so followers asking about it get an answer even
         # before this leader writes anything in it.
         log.leader_epoch_cache.assign(state.leader_epoch, log.log_end_offset)
