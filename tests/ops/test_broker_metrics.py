@@ -12,6 +12,7 @@ from actors.common.errors import ErrorCode
 from actors.common.types import TopicPartition
 from ops.broker_metrics import broker_metric_families, collect_node
 from ops.metric_catalog import CATALOG, metric_names
+from ops.sim.cluster import LOG_DIR
 from runtime.metrics import NodeMetrics
 from runtime.storage.fs import DiskFault
 from tests.support.cluster import InProcessCluster, batch
@@ -119,3 +120,27 @@ async def test_a_failed_log_dir_is_counted_offline_and_halts_the_broker() -> Non
         assert live is not None
         live.log_manager.mark_offline("injected for the gauge")
         assert exposition(cluster, 2)["kafka_log_logmanager_offlinelogdirectorycount"] == [({}, 1.0)]
+
+
+@pytest.mark.asyncio
+async def test_repairs_made_while_loading_the_log_dir_are_counted() -> None:
+    """A broker stopped, its files damaged (a stray copy of a segment, a garbage leader epoch
+    checkpoint), started again: the repairs show in kafka_log_recovery_actions_total."""
+    async with InProcessCluster() as cluster:
+        await cluster.start_brokers(1, 2)
+        await cluster.create_topic(TP.topic, {0: (1, 2)})
+        await cluster.complete(cluster.produce(1, TP, batch(b"a", b"b", b"c"), acks=-1))
+        before = {s[0]["action"]: s[1] for s in exposition(cluster, 2)["kafka_log_recovery_actions_total"]}
+        assert set(before.values()) == {0.0}
+        await cluster.stop_broker(2)
+        fs, directory = cluster.brokers[2].fs, f"{LOG_DIR}/{TP}"
+        fs.write_file(
+            f"{directory}/00000000000000000002.log", fs.read_file(f"{directory}/{0:020d}.log"), fsync=True
+        )
+        fs.write_file(f"{directory}/leader-epoch-checkpoint", b"garbage", fsync=True)
+        await cluster.start_broker(2)
+        after = {s[0]["action"]: s[1] for s in exposition(cluster, 2)["kafka_log_recovery_actions_total"]}
+        assert after["file_moved_aside"] == 1.0
+        assert after["checkpoint_rebuilt"] == 1.0
+        assert after["records_missing"] == 0.0
+        assert exposition(cluster, 2)["kafka_log_recovery_truncated_bytes_total"] == [({}, 0.0)]
