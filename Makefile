@@ -66,6 +66,7 @@ check: test
 
 demo: setup
 	$(BIN)/actorlog demo
+	@echo "The tools are in $(BIN): run them as $(BIN)/actorlog ..., or 'source $(BIN)/activate' first."
 
 soak: setup
 	$(REQUIRE) $(BIN)/pytest -m slow $(PYTEST_ARGS)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import os
 import shutil
 import signal
@@ -43,6 +44,7 @@ from ops.local.zk_waits import read_partition_state, wait_for_partition_state
 from ops.local.zookeeper import ZooKeeperNotInstalledError, ZooKeeperStartError
 from ops.properties import ConfigError
 from ops.snapshots import ExportOptions, RoundResult, run_export
+from ops.snapshots import log as snapshots_log
 from runtime.clock import LoopClock, wait_ms
 
 __all__ = ["main"]
@@ -86,7 +88,9 @@ class Timeline:
 
 @dataclass(frozen=True)
 class MetricView:
-    """The cluster-wide numbers the demo reports (sums over the brokers that answered)."""
+    """The cluster-wide numbers the demo reports. Counters are totals since the cluster started,
+    summed over every broker ever scraped (a killed broker keeps what it had counted, a restarted
+    one adds to it); gauges sum the brokers that answered this scrape."""
 
     isr_shrinks: float
     isr_expands: float
@@ -95,61 +99,98 @@ class MetricView:
     active_controllers: float
     leader_elections: float
     propagations_written: float
+    # Leader elections that gave the demo topic's partitions their first leaders (not a failover).
+    initial_elections: float = 0
 
     def describe(self) -> str:
         return (
             f"metrics: isr shrinks {self.isr_shrinks:.0f}, isr expands {self.isr_expands:.0f}, "
             f"under-replicated partitions {self.under_replicated:.0f}, "
             f"offline partitions {self.offline:.0f}, active controllers {self.active_controllers:.0f}, "
-            f"leader elections {self.leader_elections:.0f}, "
+            f"leader elections {self.leader_elections:.0f} "
+            f"({self.initial_elections:.0f} for the new topic's first leaders), "
             f"ISR changes propagated {self.propagations_written:.0f}"
         )
 
 
-async def scrape(cluster: LocalCluster) -> MetricView:
-    totals: dict[str, float] = defaultdict(float)
-    wanted = {
-        "kafka_server_replicamanager_isrshrinks_total": "isr_shrinks",
-        "kafka_server_replicamanager_isrexpands_total": "isr_expands",
-        "kafka_server_replicamanager_underreplicatedpartitions": "under_replicated",
-        "kafka_controller_kafkacontroller_offlinepartitionscount": "offline",
-        "kafka_controller_kafkacontroller_activecontrollercount": "active_controllers",
-        "kafka_controller_controllerstats_leaderelection_duration_seconds_count": "leader_elections",
-    }
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
-        for broker in cluster.processes.values():
-            if not broker.running or broker.paused:
-                continue  # a stalled broker answers nothing: it is left out
-            try:
-                async with session.get(f"{broker.url}/metrics") as response:
-                    text = await response.text()
-            except (aiohttp.ClientError, TimeoutError):
-                continue
-            for family in text_string_to_metric_families(text):
-                for sample in family.samples:
-                    key = wanted.get(sample.name)
-                    if key is not None:
-                        totals[key] += sample.value
-                    elif (
-                        sample.name == "kafka_server_isrchangepropagation_checks_total"
-                        and sample.labels.get("outcome") in ("written", "forced")
-                    ):
-                        totals["propagations_written"] += sample.value
-    return MetricView(**{name: totals[name] for name in MetricView.__dataclass_fields__})
+_COUNTERS = {
+    "kafka_server_replicamanager_isrshrinks_total": "isr_shrinks",
+    "kafka_server_replicamanager_isrexpands_total": "isr_expands",
+    "kafka_controller_controllerstats_leaderelection_duration_seconds_count": "leader_elections",
+}
+_GAUGES = {
+    "kafka_server_replicamanager_underreplicatedpartitions": "under_replicated",
+    "kafka_controller_kafkacontroller_offlinepartitionscount": "offline",
+    "kafka_controller_kafkacontroller_activecontrollercount": "active_controllers",
+}
 
 
-async def settled_metrics(
-    cluster: LocalCluster, condition: Callable[[MetricView], bool], *, timeout_ms: int = 3_000
-) -> MetricView:
-    """Scrape until ``condition`` holds (or ``timeout_ms`` passes): a ZooKeeper watch can fire a
-    moment before the broker that made the change counts it."""
-    clock = LoopClock()
-    deadline = clock.now_ms() + timeout_ms
-    view = await scrape(cluster)
-    while not condition(view) and clock.now_ms() < deadline:
-        await wait_ms(clock, 100)
-        view = await scrape(cluster)
-    return view
+@dataclass
+class ClusterMetrics:
+    """Scrapes every broker's ``/metrics`` and keeps counter totals that never go backwards: per
+    broker and counter the last value seen, plus what earlier incarnations had counted (a value
+    below the last one is a restart, as PromQL's ``increase`` treats a counter reset)."""
+
+    cluster: LocalCluster
+    initial_elections: float = 0
+    _last: dict[tuple[int, str], float] = field(default_factory=dict)
+    _before_restarts: dict[tuple[int, str], float] = field(default_factory=lambda: defaultdict(float))
+
+    async def scrape(self) -> MetricView:
+        gauges: dict[str, float] = defaultdict(float)
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=2)) as session:
+            for broker in self.cluster.processes.values():
+                if not broker.running or broker.paused:
+                    continue  # a stalled or dead broker answers nothing: its counters keep their last value
+                try:
+                    async with session.get(f"{broker.url}/metrics") as response:
+                        text = await response.text()
+                except (aiohttp.ClientError, TimeoutError):
+                    continue
+                counters: dict[str, float] = defaultdict(float)
+                for family in text_string_to_metric_families(text):
+                    for sample in family.samples:
+                        if sample.name in _COUNTERS:
+                            counters[_COUNTERS[sample.name]] += sample.value
+                        elif sample.name in _GAUGES:
+                            gauges[_GAUGES[sample.name]] += sample.value
+                        elif (
+                            sample.name == "kafka_server_isrchangepropagation_checks_total"
+                            and sample.labels.get("outcome") in ("written", "forced")
+                        ):
+                            counters["propagations_written"] += sample.value
+                for name, value in counters.items():
+                    key = (broker.broker_id, name)
+                    last = self._last.get(key, 0.0)
+                    if value < last:
+                        self._before_restarts[key] += last
+                    self._last[key] = value
+        totals: dict[str, float] = defaultdict(float)
+        for (broker_id, name), value in self._last.items():
+            totals[name] += value + self._before_restarts[(broker_id, name)]
+        return MetricView(
+            isr_shrinks=totals["isr_shrinks"],
+            isr_expands=totals["isr_expands"],
+            under_replicated=gauges["under_replicated"],
+            offline=gauges["offline"],
+            active_controllers=gauges["active_controllers"],
+            leader_elections=totals["leader_elections"],
+            propagations_written=totals["propagations_written"],
+            initial_elections=self.initial_elections,
+        )
+
+    async def settled(
+        self, condition: Callable[[MetricView], bool], *, timeout_ms: int = 3_000
+    ) -> MetricView:
+        """Scrape until ``condition`` holds (or ``timeout_ms`` passes): a ZooKeeper watch can fire
+        a moment before the broker that made the change counts it."""
+        clock = LoopClock()
+        deadline = clock.now_ms() + timeout_ms
+        view = await self.scrape()
+        while not condition(view) and clock.now_ms() < deadline:
+            await wait_ms(clock, 100)
+            view = await self.scrape()
+        return view
 
 
 # ------------------------------------------------------------------------------------ traffic
@@ -214,6 +255,7 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
         },
     )
     async with cluster:
+        metrics = ClusterMetrics(cluster)
         controller = await cluster.controller_id()
         details = [f"broker {b.broker_id}: {b.url}" for b in cluster.processes.values()]
         details.append(f"controller: broker {controller}; ZooKeeper {cluster.zookeeper_connect}")
@@ -222,10 +264,14 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
         timeline.add("cluster up (3 brokers, ZooKeeper)", details)
 
         stop_export = asyncio.Event()
-        export = asyncio.ensure_future(_export(cluster, data_dir / "snapshots", stop_export))
+        unreachable: dict[int, int] = defaultdict(int)
+        export = asyncio.ensure_future(_export(cluster, data_dir / "snapshots", stop_export, unreachable))
+        before_topic = await metrics.scrape()
         async with Admin(cluster.bootstrap_servers, secret=cluster.secret) as admin:
             await admin.create_topic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)
             descriptions = await admin.describe_topics([TOPIC])
+        created = await metrics.settled(lambda m: m.leader_elections > before_topic.leader_elections)
+        metrics.initial_elections = created.leader_elections - before_topic.leader_elections
         timeline.add(
             f"topic {TOPIC} created",
             [
@@ -239,10 +285,10 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
             await _pause(clock, 8_000)
             timeline.add(
                 f"steady traffic: {traffic.acknowledged_count} records acknowledged",
-                [(await scrape(cluster)).describe()],
+                [(await metrics.scrape()).describe()],
             )
-            await _stall_and_resume(cluster, timeline, traffic)
-            await _kill_a_leader(cluster, timeline, traffic)
+            await _stall_and_resume(cluster, metrics, timeline, traffic)
+            await _kill_a_leader(cluster, metrics, timeline, traffic)
             await _pause(clock, 3_000)
             traffic.stop.set()
             await driving
@@ -253,12 +299,19 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
         lost, duplicates, read = await _read_back(cluster, traffic)
         timeline.add(
             f"read back {read} records: {lost} acknowledged records lost, {duplicates} duplicated",
-            [(await scrape(cluster)).describe()],
+            [(await metrics.scrape()).describe()],
         )
         await _pause(clock, 2_500)  # one more snapshot round after the last event
         stop_export.set()
         rounds = await export
-        timeline.add(f"metric snapshots: {rounds} rounds in {data_dir / 'snapshots'}")
+        timeline.add(
+            f"metric snapshots: {rounds} rounds in {data_dir / 'snapshots'}",
+            [
+                f"broker {broker_id} could not be scraped in {count} round{'s' if count > 1 else ''} "
+                "(stalled or down, as planned)"
+                for broker_id, count in sorted(unreachable.items())
+            ],
+        )
     timeline.add("cluster stopped (controlled shutdown of each broker, then ZooKeeper)")
     print(timeline.render(), flush=True)
     code = 0 if lost == 0 and duplicates == 0 else 1
@@ -272,7 +325,9 @@ async def _pause(clock: LoopClock, ms: int) -> None:
     await wait_ms(clock, ms)
 
 
-async def _export(cluster: LocalCluster, out: Path, stop: asyncio.Event) -> int:
+async def _export(cluster: LocalCluster, out: Path, stop: asyncio.Event, unreachable: dict[int, int]) -> int:
+    """The snapshot exporter beside the demo. The stalled and the killed broker cannot be scraped
+    for a while, on purpose: those failures are counted for the timeline, not logged into it."""
     options = ExportOptions(
         bootstrap=tuple(b.url for b in cluster.processes.values()),
         out_dir=out,
@@ -281,19 +336,28 @@ async def _export(cluster: LocalCluster, out: Path, stop: asyncio.Event) -> int:
         secret=cluster.secret,
     )
 
-    def quiet(_result: RoundResult) -> None:
-        return None
+    def count_failures(result: RoundResult) -> None:
+        for broker_id in result.failures:
+            unreachable[broker_id] += 1
 
-    return await run_export(options, stop, quiet)
+    exporter_log = snapshots_log
+    level = exporter_log.level
+    exporter_log.setLevel(logging.ERROR)
+    try:
+        return await run_export(options, stop, count_failures)
+    finally:
+        exporter_log.setLevel(level)
 
 
-async def _stall_and_resume(cluster: LocalCluster, timeline: Timeline, traffic: Traffic) -> None:
+async def _stall_and_resume(
+    cluster: LocalCluster, metrics: ClusterMetrics, timeline: Timeline, traffic: Traffic
+) -> None:
     tp = TopicPartition(TOPIC, 0)
     state, _ = await read_partition_state(cluster.admin, tp)
     controller = await cluster.controller_id()
     followers = [b for b in state.isr if b != state.leader]
     follower = next((b for b in followers if b != controller), followers[0])
-    before = await scrape(cluster)
+    before = await metrics.scrape()
     cluster.pause_broker(follower)
     timeline.add(f"broker {follower} stalled (SIGSTOP): it stops fetching as follower of {tp}")
     shrunk = await wait_for_partition_state(
@@ -305,7 +369,7 @@ async def _stall_and_resume(cluster: LocalCluster, timeline: Timeline, traffic: 
         title=f"ISR of {tp} shrank to {list(shrunk.isr)} (replica.lag.time.max.ms = {LAG_MS} ms); "
         f"acks=all writes continue with min.insync.replicas 2",
         details=[
-            (await settled_metrics(cluster, lambda m: m.isr_shrinks > before.isr_shrinks)).describe(),
+            (await metrics.settled(lambda m: m.isr_shrinks > before.isr_shrinks)).describe(),
             f"{traffic.acknowledged_count} records acknowledged so far",
         ],
     )
@@ -313,12 +377,12 @@ async def _stall_and_resume(cluster: LocalCluster, timeline: Timeline, traffic: 
     timeline.add(f"broker {follower} resumed (SIGCONT): it catches up")
     expanded = await wait_for_partition_state(cluster.admin, tp, lambda s: follower in s.isr, timeout_s=60)
     seen = timeline.now()
-    view = await settled_metrics(cluster, lambda m: m.isr_expands > before.isr_expands)
+    view = await metrics.settled(lambda m: m.isr_expands > before.isr_expands)
     timeline.add(f"ISR of {tp} expanded to {list(expanded.isr)}", [view.describe()], at_ms=seen)
     # Leaders tell the controller about ISR changes through /isr_change_notification, at most
     # once per 5 s of quiet (or every 60 s while changes keep coming): watch it happen.
-    propagated = await settled_metrics(
-        cluster, lambda m: m.propagations_written > view.propagations_written, timeout_ms=12_000
+    propagated = await metrics.settled(
+        lambda m: m.propagations_written > view.propagations_written, timeout_ms=12_000
     )
     timeline.add(
         "ISR changes propagated to the controller (isr_change_notification) after 5 s without changes",
@@ -326,7 +390,9 @@ async def _stall_and_resume(cluster: LocalCluster, timeline: Timeline, traffic: 
     )
 
 
-async def _kill_a_leader(cluster: LocalCluster, timeline: Timeline, traffic: Traffic) -> None:
+async def _kill_a_leader(
+    cluster: LocalCluster, metrics: ClusterMetrics, timeline: Timeline, traffic: Traffic
+) -> None:
     # A leader that is not the controller: the controller's own failover is another story.
     controller = await cluster.controller_id()
     states = {
@@ -335,7 +401,7 @@ async def _kill_a_leader(cluster: LocalCluster, timeline: Timeline, traffic: Tra
     partition = next((p for p, s in states.items() if s.leader != controller), 0)
     tp, state = TopicPartition(TOPIC, partition), states[partition]
     victim = state.leader
-    before = await scrape(cluster)
+    before = await metrics.scrape()
     await cluster.stop_broker(victim, signal.SIGKILL)
     timeline.add(f"broker {victim}, leader of {tp} (epoch {state.leader_epoch}), killed (SIGKILL)")
     elected = await wait_for_partition_state(
@@ -348,9 +414,7 @@ async def _kill_a_leader(cluster: LocalCluster, timeline: Timeline, traffic: Tra
         f"(leader epoch {elected.leader_epoch}, ISR {list(elected.isr)}) "
         f"once broker {victim}'s ZooKeeper session expired",
         details=[
-            (
-                await settled_metrics(cluster, lambda m: m.leader_elections > before.leader_elections)
-            ).describe(),
+            (await metrics.settled(lambda m: m.leader_elections > before.leader_elections)).describe(),
             f"{traffic.acknowledged_count} records acknowledged so far",
         ],
     )
@@ -360,7 +424,7 @@ async def _kill_a_leader(cluster: LocalCluster, timeline: Timeline, traffic: Tra
     seen = timeline.now()
     timeline.add(
         f"broker {victim} caught up and rejoined the ISR of {tp}: {list(rejoined.isr)}",
-        [(await scrape(cluster)).describe()],
+        [(await metrics.scrape()).describe()],
         at_ms=seen,
     )
 

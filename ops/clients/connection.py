@@ -86,9 +86,11 @@ def resolve_secret(properties: Mapping[str, str], *, data_dir: Path = DEFAULT_DA
             secret = load_client_properties(fallback).get("internal.auth.secret")
     if not secret:
         raise ConfigError(
-            "no credential for the brokers: set internal.auth.secret in the client properties "
-            f"(--command-config FILE), or {SECRET_ENV}, or run from the directory where "
-            "`actorlog cluster up` wrote actorlog-data/client.properties"
+            "no credential for the brokers: run from the directory where `actorlog cluster up` wrote "
+            f"actorlog-data/client.properties, or set {SECRET_ENV}, or give a properties file with "
+            "internal.auth.secret (--command-config FILE for topics and snapshots, --producer.config "
+            "or --consumer.config FILE for produce, consume and perf; properties_file=/config_file= or "
+            "secret= in Python)"
         )
     return secret
 

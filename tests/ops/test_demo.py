@@ -3,6 +3,7 @@ itself, reports nothing lost or duplicated, and leaves no process behind."""
 
 from __future__ import annotations
 
+import itertools
 import os
 import re
 import subprocess
@@ -50,3 +51,23 @@ def test_the_demo_runs_through_its_faults_and_loses_nothing(tmp_path: Path, zook
     assert (read_back.group(2), read_back.group(3)) == ("0", "0")
     assert not (data_dir / "cluster.json").exists()  # the cluster is gone
     assert list((data_dir / "snapshots").rglob("*.parquet"))
+
+    # The printed counter totals never go backwards (a killed broker keeps what it had counted),
+    # the topic's first elections are said to be that, and the exporter's expected scrape failures
+    # are a count in the timeline, not connection errors interleaved with it.
+    counters = [
+        tuple(int(value) for value in found)
+        for found in re.findall(
+            r"isr shrinks (\d+), isr expands (\d+), .*leader elections (\d+) .*ISR changes propagated (\d+)",
+            timeline,
+        )
+    ]
+    assert len(counters) >= 5
+    assert all(
+        a <= b for earlier, later in itertools.pairwise(counters) for a, b in zip(earlier, later, strict=True)
+    ), counters
+    assert re.search(r"leader elections [1-9]\d* \([1-9]\d* for the new topic's first leaders\)", timeline)
+    assert "scrape of broker" not in completed.stderr
+    assert re.search(
+        r"broker \d could not be scraped in \d+ rounds? \(stalled or down, as planned\)", timeline
+    )
