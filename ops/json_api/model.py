@@ -11,6 +11,11 @@ Rules kept here
 * Keys and values are JSON values written as their JSON bytes (``json``, the default), JSON strings
   written as UTF-8 (``string``), or base64 strings written as the decoded bytes (``binary``). A JSON
   ``null`` is Kafka's null in every format (a null value is a tombstone).
+* Reads show them the same three ways. With ``format=json`` a key, value or header value that is
+  not JSON (a header: not UTF-8) — say a line from a console producer — comes as base64 of its
+  bytes, and its record (header) says so with ``"key_format"``/``"value_format": "binary"``, so one
+  foreign record never blocks a partition. With ``format=string`` a field that is not UTF-8 is a
+  422 naming the offset (the caller asked for text; base64 is what ``format=binary`` is for).
 * Partitions: a record's explicit ``partition``; else, with a key, Kafka's default partitioner
   (``to_positive(murmur2(key bytes)) % partitions``, every partition counting, so a key's partition
   never moves); else one partition per request, rotating over the partitions that have a leader.
@@ -680,47 +685,59 @@ def read_body(
     return {
         "topic": topic,
         "partition": partition,
-        "records": [
-            {
-                "offset": record.offset,
-                "timestamp": record.timestamp,
-                "key": _render(record.key, fmt, record.offset, "key"),
-                "value": _render(record.value, fmt, record.offset, "value"),
-                "headers": [
-                    {
-                        "key": header.key,
-                        "value": _render(
-                            header.value,
-                            Format.STRING if fmt is Format.JSON else fmt,
-                            record.offset,
-                            "header",
-                        ),
-                    }
-                    for header in record.headers
-                ],
-            }
-            for record in records
-        ],
+        "records": [_read_record(record, fmt) for record in records],
         "next_offset": next_offset,
         "high_watermark": high_watermark,
         "log_start_offset": log_start_offset,
     }
 
 
-def _render(data: bytes | None, fmt: Format, offset: int, what: str) -> Any:
+def _read_record(record: FetchedRecord, fmt: Format) -> dict[str, Any]:
+    """One record as ``read_body`` shows it. The ``*_format`` markers appear only on a fallback, so
+    a record that is shown as asked looks exactly as it did before the markers existed."""
+    # With format=json a field that is not JSON falls back to base64 rather than failing the read:
+    # the default format must not let one record from another writer block the partition.
+    fallback = fmt is Format.JSON
+    shown: dict[str, Any] = {"offset": record.offset, "timestamp": record.timestamp}
+    for field, data in (("key", record.key), ("value", record.value)):
+        shown[field], as_binary = _render(data, fmt, record.offset, field, fallback=fallback)
+        if as_binary:
+            shown[f"{field}_format"] = Format.BINARY.value
+    headers = []
+    for header in record.headers:
+        # Header values are text by convention (Kafka's are bytes): JSON reads show them as UTF-8.
+        value, as_binary = _render(
+            header.value, Format.STRING if fallback else fmt, record.offset, "header", fallback=fallback
+        )
+        shown_header: dict[str, Any] = {"key": header.key, "value": value}
+        if as_binary:
+            shown_header["value_format"] = Format.BINARY.value
+        headers.append(shown_header)
+    shown["headers"] = headers
+    return shown
+
+
+def _render(data: bytes | None, fmt: Format, offset: int, what: str, *, fallback: bool) -> tuple[Any, bool]:
+    """``data`` shown in ``fmt``, and whether it fell back to base64 (only when ``fallback``)."""
     if data is None:
-        return None
+        return None, False
     if fmt is Format.BINARY:
-        return base64.b64encode(data).decode("ascii")
+        return _base64(data), False
     try:
-        return orjson.loads(data) if fmt is Format.JSON else data.decode("utf-8")
+        return (orjson.loads(data) if fmt is Format.JSON else data.decode("utf-8")), False
     except (orjson.JSONDecodeError, UnicodeDecodeError):
+        if fallback:
+            return _base64(data), True
         kind = "JSON" if fmt is Format.JSON else "UTF-8"
         raise ApiError(
             422,
             ErrorCode.INVALID_RECORD,
             f"the {what} of the record at offset {offset} is not {kind}; read it with format=binary",
         ) from None
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode("ascii")
 
 
 # ----------------------------------------------------------------------------------- metadata

@@ -115,6 +115,22 @@ _SCHEMAS: Final[dict[str, Schema]] = {
             },
         }
     ),
+    "ReadHeader": _object(
+        {
+            "key": {"type": "string"},
+            "value": {
+                "type": ["string", "null"],
+                "description": "UTF-8 text (base64 when reading with format=binary, or when value_format "
+                "says binary), or null.",
+            },
+            "value_format": {
+                "const": "binary",
+                "description": "Only with format=json, on a header value that is not UTF-8: the value is "
+                "then base64 of its bytes.",
+            },
+        },
+        required=["key", "value"],
+    ),
     "ProduceRecord": _object(
         {
             "key": {
@@ -207,10 +223,27 @@ _SCHEMAS: Final[dict[str, Schema]] = {
         {
             "offset": _integer("The record's offset.", 0),
             "timestamp": _integer("CreateTime, or the log append time for LogAppendTime topics."),
-            "key": {"description": "Decoded as the format parameter says; null for none."},
-            "value": {"description": "Decoded as the format parameter says; null for a tombstone."},
-            "headers": {"type": "array", "items": _ref("Header")},
-        }
+            "key": {
+                "description": "Decoded as the format parameter says (base64 when key_format says "
+                "binary); null for none."
+            },
+            "key_format": {
+                "const": "binary",
+                "description": "Only with format=json, on a record whose key is not JSON (say, written "
+                "by a console producer): the key is then base64 of its bytes.",
+            },
+            "value": {
+                "description": "Decoded as the format parameter says (base64 when value_format says "
+                "binary); null for a tombstone."
+            },
+            "value_format": {
+                "const": "binary",
+                "description": "Only with format=json, on a record whose value is not JSON: the value is "
+                "then base64 of its bytes. Such a record never fails the read.",
+            },
+            "headers": {"type": "array", "items": _ref("ReadHeader")},
+        },
+        required=["offset", "timestamp", "key", "value", "headers"],
     ),
     "ReadResult": _object(
         {
@@ -233,7 +266,8 @@ _STATUS_TEXT: Final = {
     "a batch above max.message.bytes (RECORD_LIST_TOO_LARGE, MESSAGE_TOO_LARGE).",
     415: "The body is not application/json (INVALID_REQUEST).",
     416: "The offset is outside the log (OFFSET_OUT_OF_RANGE).",
-    422: "A record cannot be shown in the requested format; read it with format=binary (INVALID_RECORD).",
+    422: "With format=string, a record's key, value or header is not UTF-8; read it with format=binary "
+    "(INVALID_RECORD). format=json never answers 422: it marks such fields and shows them in base64.",
     500: "The server failed (UNKNOWN_SERVER_ERROR).",
     502: "A peer broker failed an internal request (UNKNOWN_SERVER_ERROR).",
     503: "Retriable: no leader, the leader moved, too few in-sync replicas, a timeout, the broker is "
@@ -302,7 +336,10 @@ _READ_PARAMETERS: Final = [
     ),
     _query(
         "format",
-        "How keys and values are shown: JSON values, UTF-8 strings, or base64.",
+        "How keys and values are shown: JSON values, UTF-8 strings, or base64. With json (the "
+        "default) a key or value that is not JSON comes as base64, its record marked with "
+        'key_format/value_format "binary" (a header value that is not UTF-8: value_format on the '
+        "header).",
         {"enum": ["json", "string", "binary"], "default": "json"},
     ),
 ]
