@@ -9,6 +9,12 @@
 * ``.index``: ``offset: O position: P`` per entry; ``.timeindex``: ``timestamp: T offset: O``.
 * ``leader-epoch-checkpoint`` and the log dir checkpoints: their entries.
 
+An index on disk can lag its segment: a broker keeps the active segment's new index entries in
+memory and writes them on flush, roll and shutdown (``runtime/storage/index.py``). When an index's
+``.log`` goes on beyond its last entry and the segment was never rolled or closed (its time index
+lacks the final entry for the segment's largest timestamp, which roll and close write), a ``Note:``
+line says so after the entries; it does not change the exit code.
+
 Damage is reported, never raised: a CRC mismatch prints ``isvalid: false``; a torn tail prints
 ``Found N invalid bytes at the end of F``; unparseable framing, unreadable or missing files print an
 ``Error:`` line. Any of these makes the exit code 1 (0 when every file was whole and valid).
@@ -119,18 +125,79 @@ def _timestamp_type_name(attributes: int) -> str:
 
 
 def dump_index(
-    path: str, entry: struct.Struct, describe: Callable[[int, int, int], str], out: Callable[[str], None]
+    path: str,
+    entry: struct.Struct,
+    describe: Callable[[int, int, int], str],
+    out: Callable[[str], None],
+    *,
+    offset_of: Callable[[int, int, int], int],
 ) -> bool:
+    """Print an index's entries; ``offset_of(base, first, second)`` is an entry's absolute offset."""
     fs = OsFileSystem()
     data = fs.read_file(path)
     base_offset = _base_offset_of(path)
     whole = len(data) - len(data) % entry.size
+    last_offset: int | None = None
     for first, second in entry.iter_unpack(data[:whole]):
         out(describe(base_offset, first, second))
+        last_offset = offset_of(base_offset, first, second)
+    ok = True
     if len(data) != whole:
         out(f"Found {len(data) - whole} invalid bytes at the end of {os.path.basename(path)} (a torn entry)")
-        return False
-    return True
+        ok = False
+    note = _unwritten_entries_note(path, last_offset)
+    if note is not None:
+        out(note)
+    return ok
+
+
+def _unwritten_entries_note(path: str, last_offset: int | None) -> str | None:
+    """The ``Note:`` line for an index whose segment goes on beyond ``last_offset`` (its last entry
+    on disk, None: none) and was never rolled or closed, else None. Reads the segment's ``.log`` and
+    ``.timeindex``; when either is missing or unreadable there is nothing to say."""
+    stem = path.rsplit(".", 1)[0]
+    log_path, time_index_path = f"{stem}.log", f"{stem}.timeindex"
+    fs = OsFileSystem()
+    try:
+        if not (fs.exists(log_path) and fs.exists(time_index_path)):
+            return None
+        time_data = fs.read_file(time_index_path)
+        last_batch_offset, max_timestamp = _segment_extent(log_path)
+    except OSError:
+        return None
+    if last_batch_offset is None or max_timestamp < 0:
+        return None  # an empty segment, or no timestamps to tell a closed one by
+    whole = len(time_data) - len(time_data) % _TIME_ENTRY.size
+    if whole:
+        last_timestamp, _ = _TIME_ENTRY.unpack_from(time_data, whole - _TIME_ENTRY.size)
+        if last_timestamp >= max_timestamp:
+            return None  # rolled or closed: the final time index entry is there
+    if last_offset is not None and last_offset >= last_batch_offset:
+        return None
+    name, log_name = os.path.basename(path), os.path.basename(log_path)
+    held = "no entries on disk" if last_offset is None else f"no entries on disk beyond offset {last_offset}"
+    return (
+        f"Note: {name} holds {held}, though {log_name} goes on to offset {last_batch_offset} and the "
+        "segment was never rolled or closed: probably the active segment of a running broker, which "
+        "keeps new index entries in memory until the segment is flushed or rolls or the broker stops."
+    )
+
+
+def _segment_extent(log_path: str) -> tuple[int | None, int]:
+    """The last offset of the readable batches of a ``.log`` (None: none) and their largest
+    timestamp (-1: none)."""
+    handle = OsFileSystem().open_read_only(log_path)
+    last_offset: int | None = None
+    max_timestamp = -1
+    try:
+        for batch in read_file_batches(handle):
+            last_offset = batch.header.last_offset
+            max_timestamp = max(max_timestamp, batch.header.max_timestamp)
+    except StorageError:
+        pass  # damage is the .log dump's to report; what was readable is enough for a note
+    finally:
+        handle.close()
+    return last_offset, max_timestamp
 
 
 def dump_checkpoint(path: str, fields: int, out: Callable[[str], None]) -> bool:
@@ -155,11 +222,19 @@ def dump_file(path: str, *, deep_iteration: bool, print_data: bool, out: Callabl
             return dump_log(path, deep_iteration=deep_iteration, print_data=print_data, out=out)
         if name.endswith(".index"):
             return dump_index(
-                path, _OFFSET_ENTRY, lambda base, rel, pos: f"offset: {base + rel} position: {pos}", out
+                path,
+                _OFFSET_ENTRY,
+                lambda base, rel, pos: f"offset: {base + rel} position: {pos}",
+                out,
+                offset_of=lambda base, rel, _pos: base + rel,
             )
         if name.endswith(".timeindex"):
             return dump_index(
-                path, _TIME_ENTRY, lambda base, ts, rel: f"timestamp: {ts} offset: {base + rel}", out
+                path,
+                _TIME_ENTRY,
+                lambda base, ts, rel: f"timestamp: {ts} offset: {base + rel}",
+                out,
+                offset_of=lambda base, _ts, rel: base + rel,
             )
         if name in _CHECKPOINT_FIELDS:
             return dump_checkpoint(path, _CHECKPOINT_FIELDS[name], out)
