@@ -9,6 +9,10 @@ the key). At end of input everything is flushed. A failed send prints Kafka's li
 when sending message to topic T with key: N bytes, value: M bytes with error: ...``) and the exit
 code is 1. ``--sync`` waits for each acknowledgement before reading the next line. The producer's
 defaults are the project's: idempotent, ``acks=all``.
+
+A line without ``key.separator`` under ``parse.key=true`` stops the tool as Kafka's does: it prints
+``No key found on line N: LINE`` (N counts from 1), sends nothing more, flushes what it had already
+sent and exits 1; with ``ignore.error=true`` such a line is sent whole as the value, without a key.
 """
 
 from __future__ import annotations
@@ -77,6 +81,7 @@ async def _lines() -> AsyncIterator[bytes]:
 
 async def _run(arguments: argparse.Namespace, settings: dict[str, object], reader: dict[str, str]) -> int:
     parse_key = reader.get("parse.key", "false").lower() == "true"
+    ignore_error = reader.get("ignore.error", "false").lower() == "true"
     separator = reader.get("key.separator", "\t").encode()
     failures = 0
     topic = arguments.topic
@@ -94,15 +99,20 @@ async def _run(arguments: argparse.Namespace, settings: dict[str, object], reade
     async with Producer(
         arguments.bootstrap_server, config=settings, properties_file=arguments.producer_config
     ) as producer:
+        line_number = 0
         async for line in _lines():
+            line_number += 1
             key: bytes | None = None
             value = line
-            if parse_key:
-                if separator not in line:
-                    print(f"ERROR no key separator {separator!r} in line: {line!r}", file=sys.stderr)
-                    failures += 1
-                    continue
+            if parse_key and separator in line:
                 key, value = line.split(separator, 1)
+            elif parse_key and not ignore_error:
+                # Kafka's LineMessageReader throws here and the tool stops reading; the records
+                # sent before are still flushed below, as Kafka's shutdown hook closes its producer.
+                text = line.decode("utf-8", errors="replace")
+                print(f"No key found on line {line_number}: {text}", file=sys.stderr)
+                failures += 1
+                break
             future = await producer.enqueue(topic, value, key)
             future.add_done_callback(_reporter(report, key, value))
             if arguments.sync:

@@ -4,16 +4,19 @@
                     [--replication-factor R] [--replica-assignment 1:2:3,2:3:1] [--config k=v ...]
                     [--if-not-exists]
     actorlog topics --bootstrap-server H:P --list
-    actorlog topics --bootstrap-server H:P --describe [--topic T] [--under-replicated-partitions |
-                    --under-min-isr-partitions | --at-min-isr-partitions | --unavailable-partitions]
+    actorlog topics --bootstrap-server H:P --describe [--topic T [--if-exists]]
+                    [--under-replicated-partitions | --under-min-isr-partitions |
+                    --at-min-isr-partitions | --unavailable-partitions]
     actorlog topics --bootstrap-server H:P --alter --topic T [--partitions N] [--config k=v ...]
-                    [--delete-config k ...]
+                    [--delete-config k ...] [--if-exists]
     actorlog topics --bootstrap-server H:P --delete --topic T [--if-exists]
 
 Output lines are Kafka's (``Created topic T.``; ``--describe`` prints ``Topic: T
 PartitionCount: ... ReplicationFactor: ... Configs: ...`` then one tab-indented line per partition
 with ``Leader``, ``Replicas``, ``Isr``, plus ``LeaderEpoch``). Errors are Kafka's one line
-(``Error while executing topic command : ...``) and exit code 1; bad options exit 2.
+(``Error while executing topic command : ...``) and exit code 1; bad options exit 2. A topic named
+by ``--describe``, ``--alter`` or ``--delete`` that does not exist is, whichever request found out,
+Kafka's ``Topic 'T' does not exist as expected`` (nothing at all, exit 0, with ``--if-exists``).
 """
 
 from __future__ import annotations
@@ -22,13 +25,22 @@ import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
+from typing import Final
 
 from actors.common.errors import ErrorCode, KafkaError
 from ops.clients.admin import Admin, ConfigEntry, TopicDescription
 from ops.config import parse_overrides
 from ops.properties import ConfigError
 
-__all__ = ["format_description", "main"]
+__all__ = ["TopicCommandError", "format_description", "main"]
+
+# The answers that mean "no such topic" to --describe/--alter/--delete of a named topic (an illegal
+# name cannot exist either: Kafka's tool finds it missing from the topic list).
+_NO_SUCH_TOPIC: Final = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.INVALID_TOPIC_EXCEPTION})
+
+
+class TopicCommandError(Exception):
+    """A refusal by the tool itself (Kafka's ``IllegalArgumentException`` in ``TopicCommand``)."""
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -51,7 +63,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--delete-config", action="append", default=[], metavar="KEY")
     parser.add_argument("--if-not-exists", action="store_true")
-    parser.add_argument("--if-exists", action="store_true")
+    parser.add_argument(
+        "--if-exists",
+        action="store_true",
+        help="--describe, --alter, --delete: do nothing if the topic is missing",
+    )
     filters = parser.add_mutually_exclusive_group()
     filters.add_argument("--under-replicated-partitions", action="store_true")
     filters.add_argument("--under-min-isr-partitions", action="store_true")
@@ -74,7 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--replica-assignment cannot be combined with --partitions or --replication-factor")
     try:
         return asyncio.run(_run(arguments, configs, assignment))
-    except (KafkaError, ConfigError) as error:
+    except (KafkaError, ConfigError, TopicCommandError) as error:
         print(f"Error while executing topic command : {_message(error)}", file=sys.stderr)
         return 1
 
@@ -84,55 +100,76 @@ async def _run(
 ) -> int:
     async with Admin(arguments.bootstrap_server, command_config=arguments.command_config) as admin:
         if arguments.create:
-            try:
-                await admin.create_topic(
-                    arguments.topic,
-                    num_partitions=-1 if arguments.partitions is None else arguments.partitions,
-                    replication_factor=-1
-                    if arguments.replication_factor is None
-                    else arguments.replication_factor,
-                    replica_assignment=assignment or None,
-                    configs=configs,
-                )
-            except KafkaError as error:
-                if arguments.if_not_exists and error.error_code is ErrorCode.TOPIC_ALREADY_EXISTS:
-                    return 0
-                raise
-            print(f"Created topic {arguments.topic}.")
-        elif arguments.list:
+            return await _create(admin, arguments, configs, assignment)
+        if arguments.list:
             for name in await admin.list_topics():
                 print(name)
-        elif arguments.describe:
-            names = None if arguments.topic is None else [arguments.topic]
-            for description in await admin.describe_topics(names):
-                topic_config = await admin.describe_topic_config(description.name)
-                overrides = {n: e for n, e in topic_config.items() if e.source == "DYNAMIC_TOPIC_CONFIG"}
-                min_isr = int(topic_config["min.insync.replicas"].value or 1)
-                for line in format_description(description, overrides, min_isr=min_isr, filters=arguments):
-                    print(line)
-        elif arguments.alter:
-            if arguments.partitions is None and not configs and not arguments.delete_config:
-                raise ConfigError("--alter needs --partitions, --config or --delete-config")
-            if arguments.partitions is not None:
-                await admin.create_partitions(arguments.topic, arguments.partitions)
-                print(
-                    "WARNING: If partitions are increased for a topic that has a key, the partition logic "
-                    "or ordering of the messages will be affected"
-                )
-                print("Adding partitions succeeded!")
-            if configs or arguments.delete_config:
-                await admin.alter_topic_config(
-                    arguments.topic, set_configs=configs, delete_configs=arguments.delete_config
-                )
-                print(f"Updated config for topic {arguments.topic}.")
-        elif arguments.delete:
-            refused = (await admin.delete_topics([arguments.topic]))[arguments.topic]
-            if refused is not None:
-                if arguments.if_exists and refused.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-                    return 0
-                raise refused
-            print(f"Topic {arguments.topic} is deleted.")
+            return 0
+        try:
+            await _describe_alter_or_delete(admin, arguments, configs)
+        except KafkaError as error:
+            # Each request that can meet a missing topic words it its own way (Metadata and the
+            # admin actor's CreatePartitions, DescribeConfigs, IncrementalAlterConfigs and
+            # DeleteTopics); Kafka's tool checks the topic list first and says one thing. So does
+            # this one, whichever request found out (also when the topic went away in between).
+            if arguments.topic is None or error.error_code not in _NO_SUCH_TOPIC:
+                raise
+            if arguments.if_exists:
+                return 0
+            raise TopicCommandError(f"Topic '{arguments.topic}' does not exist as expected") from None
     return 0
+
+
+async def _create(
+    admin: Admin, arguments: argparse.Namespace, configs: dict[str, str], assignment: dict[int, list[int]]
+) -> int:
+    try:
+        await admin.create_topic(
+            arguments.topic,
+            num_partitions=-1 if arguments.partitions is None else arguments.partitions,
+            replication_factor=-1 if arguments.replication_factor is None else arguments.replication_factor,
+            replica_assignment=assignment or None,
+            configs=configs,
+        )
+    except KafkaError as error:
+        if arguments.if_not_exists and error.error_code is ErrorCode.TOPIC_ALREADY_EXISTS:
+            return 0
+        raise
+    print(f"Created topic {arguments.topic}.")
+    return 0
+
+
+async def _describe_alter_or_delete(
+    admin: Admin, arguments: argparse.Namespace, configs: dict[str, str]
+) -> None:
+    if arguments.describe:
+        names = None if arguments.topic is None else [arguments.topic]
+        for description in await admin.describe_topics(names):
+            topic_config = await admin.describe_topic_config(description.name)
+            overrides = {n: e for n, e in topic_config.items() if e.source == "DYNAMIC_TOPIC_CONFIG"}
+            min_isr = int(topic_config["min.insync.replicas"].value or 1)
+            for line in format_description(description, overrides, min_isr=min_isr, filters=arguments):
+                print(line)
+    elif arguments.alter:
+        if arguments.partitions is None and not configs and not arguments.delete_config:
+            raise ConfigError("--alter needs --partitions, --config or --delete-config")
+        if arguments.partitions is not None:
+            await admin.create_partitions(arguments.topic, arguments.partitions)
+            print(
+                "WARNING: If partitions are increased for a topic that has a key, the partition logic "
+                "or ordering of the messages will be affected"
+            )
+            print("Adding partitions succeeded!")
+        if configs or arguments.delete_config:
+            await admin.alter_topic_config(
+                arguments.topic, set_configs=configs, delete_configs=arguments.delete_config
+            )
+            print(f"Updated config for topic {arguments.topic}.")
+    elif arguments.delete:
+        refused = (await admin.delete_topics([arguments.topic]))[arguments.topic]
+        if refused is not None:
+            raise refused
+        print(f"Topic {arguments.topic} is deleted.")
 
 
 def format_description(

@@ -34,21 +34,18 @@ def assign_replicas_to_brokers(
     fixed_start_index: int | None = None,
     start_partition_id: int = 0,
 ) -> dict[int, tuple[BrokerId, ...]]:
+    # The messages are Kafka's (AdminUtils.assignReplicasToBrokers), word for word: tools and users
+    # match on them.
     if partitions <= 0:
-        raise AssignmentError(
-            "INVALID_PARTITIONS", f"number of partitions must be larger than 0, got {partitions}"
-        )
+        raise AssignmentError("INVALID_PARTITIONS", "Number of partitions must be larger than 0.")
     if replication_factor <= 0:
-        raise AssignmentError(
-            "INVALID_REPLICATION_FACTOR",
-            f"replication factor must be larger than 0, got {replication_factor}",
-        )
+        raise AssignmentError("INVALID_REPLICATION_FACTOR", "Replication factor must be larger than 0.")
     brokers = sorted(set(broker_ids))
     count = len(brokers)
     if replication_factor > count:
         raise AssignmentError(
             "INVALID_REPLICATION_FACTOR",
-            f"replication factor {replication_factor} larger than the {count} available broker(s)",
+            f"Replication factor: {replication_factor} larger than available brokers: {count}.",
         )
     start_index = fixed_start_index if fixed_start_index is not None else rng.randrange(count)
     next_replica_shift = fixed_start_index if fixed_start_index is not None else rng.randrange(count)

@@ -284,9 +284,7 @@ class AdminManagerActor(Actor[AdminMessage]):
         try:
             return assign_replicas_to_brokers(brokers, partitions, replication, rng=rng), configs
         except AssignmentError as error:
-            raise AdminError(
-                ErrorCode[error.error_name], _kafka_assignment_message(error, len(brokers))
-            ) from None
+            raise AdminError(ErrorCode[error.error_name], str(error)) from None
 
     def _validate_configs(self, configs: Mapping[str, str]) -> None:
         unknown = sorted(set(configs) - TOPIC_CONFIG_KEYS)
@@ -691,17 +689,7 @@ def _added_partitions(
             brokers, new, replication, rng=rng, fixed_start_index=start, start_partition_id=existing
         )
     except AssignmentError as error:
-        raise AdminError(
-            ErrorCode[error.error_name], _kafka_assignment_message(error, len(brokers))
-        ) from None
-
-
-def _kafka_assignment_message(error: AssignmentError, broker_count: int) -> str:
-    text = str(error)
-    if error.error_name == "INVALID_REPLICATION_FACTOR" and "larger than" in text:
-        wanted = text.split()[2]
-        return f"Replication factor: {wanted} larger than available brokers: {broker_count}."
-    return text
+        raise AdminError(ErrorCode[error.error_name], str(error)) from None
 
 
 def _broker_sets(topic_key: str, properties: Mapping[str, str]) -> bool:
