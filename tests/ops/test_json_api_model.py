@@ -477,16 +477,18 @@ def test_read_body_renders_keys_values_and_headers_in_each_format() -> None:
     assert base64.b64decode(binary["headers"][0]["value"]) == b"v"
 
 
-def test_records_that_cannot_be_shown_in_the_format_are_422_naming_the_offset() -> None:
+def test_records_that_cannot_be_shown_as_text_are_422_naming_the_offset() -> None:
     records, _ = decode_fetched_records(
         build_batch([SimpleRecord(b"\xff\xfe", key=None)], base_offset=8), offset=8, max_records=1
     )
-    for fmt in (Format.JSON, Format.STRING):
-        problem = refused(
-            read_body, "t", 0, records, next_offset=9, high_watermark=9, log_start_offset=0, fmt=fmt
-        )
-        assert (problem.status, problem.error) == (422, ErrorCode.INVALID_RECORD)
-        assert "offset 8" in problem.message
+    problem = refused(
+        read_body, "t", 0, records, next_offset=9, high_watermark=9, log_start_offset=0, fmt=Format.STRING
+    )
+    assert (problem.status, problem.error) == (422, ErrorCode.INVALID_RECORD)
+    assert "offset 8" in problem.message
+    # format=json falls back to base64 for such a field, marked, so the read goes on.
+    shown = read_body("t", 0, records, next_offset=9, high_watermark=9, log_start_offset=0, fmt=Format.JSON)
+    assert shown["records"][0]["value_format"] == "binary"
     body = read_body("t", 0, records, next_offset=9, high_watermark=9, log_start_offset=0, fmt=Format.BINARY)
     assert body["records"][0]["key"] is None
 
