@@ -7,6 +7,15 @@ Without ``--zookeeper`` it starts its own ZooKeeper from the installed package. 
 ``DIR/cluster.json`` (broker ids, endpoints, pids, ZooKeeper address) and ``DIR/client.properties``
 (for clients), prints how to reach the cluster, and on Ctrl-C / SIGTERM stops the brokers one at a
 time (controlled shutdown), then ZooKeeper and Prometheus. A second Ctrl-C stops at once.
+
+What the user is told, beyond the banner:
+
+* a broker that could not have the port asked for (``--base-port`` + index: 9092, 9093...)
+  because something else listens there: one WARNING line on stderr naming the port it got and the
+  ``--bootstrap-server`` to use instead, since every example in the README says localhost:9092;
+* a child (broker, ZooKeeper, Prometheus) that exits while the cluster runs: at once, one line
+  naming it, its pid and how it ended, then the end of its log; the line printed when everything
+  has stopped names it again, and the exit code is 1 (0 only when nothing died).
 """
 
 from __future__ import annotations
@@ -14,17 +23,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import logging
 import signal
 import sys
 from pathlib import Path
 
 from ops.clients.connection import DEFAULT_DATA_DIR
 from ops.config import parse_overrides
-from ops.local.cluster import LocalCluster
+from ops.local.cluster import ChildExit, LocalCluster
 from ops.local.zookeeper import ZooKeeperNotInstalledError, ZooKeeperStartError
 from ops.properties import ConfigError
 
 __all__ = ["main"]
+
+_WATCH_END_TIMEOUT_S = 10.0  # a bound only: after stop() every child has already exited
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,7 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="a broker config key for every broker",
     )
     up.add_argument(
-        "--base-port", type=int, default=9092, help="first broker's port (default 9092; free ports if taken)"
+        "--base-port",
+        type=int,
+        default=9092,
+        help="first broker's port, the next ones follow (default 9092); a port in use is replaced "
+        "by a free one, with a warning; 0: any free ports",
     )
     up.add_argument("--prometheus", action="store_true", help="also run Prometheus, scraping every broker")
     return parser
@@ -55,6 +71,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
+    # Our own ZooKeeper client (it waits for broker registrations) retries when ZooKeeper is gone
+    # and its library logs each attempt with a traceback: the one-line report of ZooKeeper's
+    # exit says it all.
+    logging.getLogger("aiozk").setLevel(logging.CRITICAL)
     try:
         overrides = parse_overrides(arguments.config)
     except ConfigError as error:
@@ -88,24 +108,68 @@ async def _run(cluster: LocalCluster) -> int:
         presses += 1
         if presses > 1:
             print("\nstopping now (second signal)", file=sys.stderr)
-            for broker in cluster.processes.values():
-                if broker.process is not None and broker.process.returncode is None:
-                    broker.process.kill()
+            cluster.kill_brokers()
         stop.set()
+
+    def on_child_exit(exit_: ChildExit) -> None:
+        print(f"actorlog cluster: {exit_.report()}", file=sys.stderr, flush=True)
 
     for number in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(number, on_signal)
+    watcher: asyncio.Future[None] | None = None
     try:
         async with cluster:
+            # Watching until every child has exited, shutdown included: a broker that crashes
+            # while another one is being stopped is news too.
+            watcher = asyncio.ensure_future(cluster.watch(on_child_exit))
             _print_banner(cluster, await cluster.controller_id())
+            _warn_about_moved_ports(cluster)
             await stop.wait()
-            print("\nstopping: controlled shutdown of each broker, then ZooKeeper", flush=True)
+            if cluster.zookeeper_died:
+                print(
+                    "\nstopping: ZooKeeper is gone, so every broker's controlled shutdown fails its "
+                    "retries first (half a minute with the default settings; Ctrl-C again stops at once)",
+                    flush=True,
+                )
+            else:
+                print("\nstopping: controlled shutdown of each broker, then ZooKeeper", flush=True)
+        # Every child has exited by now, so the watch ends as soon as it has seen the last exit.
+        await asyncio.wait({watcher}, timeout=_WATCH_END_TIMEOUT_S)
     finally:
+        if watcher is not None and not watcher.done():
+            watcher.cancel()
         for number in (signal.SIGINT, signal.SIGTERM):
             with contextlib.suppress(Exception):
                 loop.remove_signal_handler(number)
-    print("stopped.")
+    print("stopped.", flush=True)
+    if cluster.unexpected_exits:
+        died = "; ".join(
+            f"{exit_.name} (pid {exit_.pid}, {exit_.how}; log {exit_.log_path})"
+            for exit_ in cluster.unexpected_exits
+        )
+        print(f"actorlog cluster: not a clean run: died while the cluster ran: {died}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _warn_about_moved_ports(cluster: LocalCluster) -> None:
+    """One loud line when a broker is not on the port asked for (see the module docstring)."""
+    moved = [broker for broker in cluster.processes.values() if broker.moved]
+    if not moved:
+        return
+    first = next(iter(cluster.processes.values()))
+    taken = ", ".join(f"{b.requested_port} (broker {b.broker_id} is on {b.port})" for b in moved)
+    properties = cluster.data_dir / "client.properties"
+    if first.moved:
+        advice = (
+            f"use --bootstrap-server localhost:{first.port}, not localhost:{first.requested_port} "
+            f"(bootstrap.servers in {properties} is right)"
+        )
+    else:
+        advice = f"--bootstrap-server localhost:{first.port} still works ({properties} lists every broker)"
+    print(
+        f"actorlog cluster: WARNING: port(s) already in use: {taken}; {advice}", file=sys.stderr, flush=True
+    )
 
 
 def _print_banner(cluster: LocalCluster, controller: int | None) -> None:

@@ -14,8 +14,16 @@ Rules kept:
   a typo in ``--config`` is one clear error, not three crashed processes;
 * a broker counts as started when its ``/brokers/ids/N`` znode appears (a ZooKeeper watch); a
   process that exits first is reported with the tail of its log;
+* a port is free when the broker's own server could listen on it: the probe is the same
+  ``loop.create_server`` call aiohttp makes (SO_REUSEADDR on POSIX), so the TIME_WAIT connections a
+  cluster stopped a minute ago leaves behind do not move the next one off 9092; a port really taken
+  is replaced by one the OS picks, for that broker only, and recorded (``requested_port``) so the
+  command can say so;
+* ``watch`` notices every child (brokers, ZooKeeper, Prometheus) that exits without this cluster
+  having stopped it, the moment it does (it waits on the processes, no polling);
 * stopping is Kafka's: SIGTERM, one broker at a time, so each controlled shutdown can move its
   leaderships to brokers still running; then ZooKeeper and Prometheus stop; nothing is left behind.
+  When our ZooKeeper has died no controlled shutdown can succeed, so the brokers stop side by side.
 """
 
 from __future__ import annotations
@@ -27,7 +35,7 @@ import secrets
 import signal
 import socket
 import sys
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
@@ -42,10 +50,14 @@ from ops.properties import ConfigError, parse_properties
 from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
 
-__all__ = ["BrokerProcess", "LocalCluster", "launch_broker", "write_atomically"]
+__all__ = ["BrokerProcess", "ChildExit", "LocalCluster", "launch_broker", "port_is_free", "write_atomically"]
 
 ROOT = Path(__file__).resolve().parents[2]
 _REGISTRATION_TIMEOUT_S = 60.0
+_HOST = "127.0.0.1"
+_ZOOKEEPER = "ZooKeeper"  # the name of our ZooKeeper process in exit reports
+EXIT_LOG_LINES = 20
+"""How much of a dead child's log an exit report quotes."""
 
 
 @dataclass
@@ -55,6 +67,12 @@ class BrokerProcess:
     directory: Path
     process: asyncio.subprocess.Process | None = None
     paused: bool = False  # SIGSTOPped: it answers nothing until resumed
+    requested_port: int = 0  # the port asked for (base port + index); 0: any port was fine
+
+    @property
+    def moved(self) -> bool:
+        """The port asked for was taken, so this broker listens on another one."""
+        return self.requested_port != 0 and self.port != self.requested_port
 
     @property
     def config_path(self) -> Path:
@@ -66,7 +84,7 @@ class BrokerProcess:
 
     @property
     def address(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{_HOST}:{self.port}"
 
     @property
     def url(self) -> str:
@@ -78,6 +96,33 @@ class BrokerProcess:
 
     def log_tail(self, lines: int = 15) -> str:
         return log_tail(self.log_path, lines)
+
+
+@dataclass(frozen=True, slots=True)
+class ChildExit:
+    """A child process of the cluster that exited without the cluster having stopped it."""
+
+    name: str  # "broker 2", "ZooKeeper", "Prometheus"
+    pid: int
+    returncode: int
+    log_path: Path
+
+    @property
+    def how(self) -> str:
+        """``exited with status 1`` or ``killed by SIGKILL`` (asyncio's negative return codes)."""
+        if self.returncode >= 0:
+            return f"exited with status {self.returncode}"
+        try:
+            return f"killed by {signal.Signals(-self.returncode).name}"
+        except ValueError:
+            return f"killed by signal {-self.returncode}"
+
+    def report(self, lines: int = EXIT_LOG_LINES) -> str:
+        """One line naming the child, then the end of its log (indented), for a terminal."""
+        header = f"{self.name} (pid {self.pid}) {self.how}; the end of {self.log_path}:"
+        tail = log_tail(self.log_path, lines)
+        body = "\n".join(f"    {line}" for line in tail.splitlines()) if tail else "    (the log is empty)"
+        return f"{header}\n{body}"
 
 
 @dataclass
@@ -98,6 +143,11 @@ class LocalCluster:
         self._admin: ZkCoordinator | None = None
         self._prometheus: LocalPrometheus | None = None
         self.secret = ""
+        # Pids this cluster signalled itself: their exits are no news. A set of pids, not a flag,
+        # so that a broker crashing while another one is being stopped is still reported.
+        self._stopped_pids: set[int] = set()
+        self._stopping = False
+        self.unexpected_exits: list[ChildExit] = []
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -117,12 +167,19 @@ class LocalCluster:
     async def start(self) -> None:
         if self.brokers < 1:
             raise ConfigError("--brokers must be at least 1")
+        if self.base_port and not 1 <= self.base_port <= 65536 - self.brokers:
+            raise ConfigError(
+                f"--base-port must be 0 or 1-{65536 - self.brokers} for {self.brokers} broker(s)"
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.secret = self._load_or_make_secret()
-        ports = _ports(self.base_port, self.brokers)
-        for index, port in enumerate(ports):
+        requested = [self.base_port + index if self.base_port else 0 for index in range(self.brokers)]
+        ports = await _ports(requested)
+        for index, (port, wanted) in enumerate(zip(ports, requested, strict=True)):
             broker_id = index + 1
-            self.processes[broker_id] = BrokerProcess(broker_id, port, self.data_dir / f"broker-{broker_id}")
+            self.processes[broker_id] = BrokerProcess(
+                broker_id, port, self.data_dir / f"broker-{broker_id}", requested_port=wanted
+            )
         if self.zookeeper_connect is None:
             self._zookeeper = LocalZooKeeper(self.data_dir / "zookeeper")
             await self._zookeeper.start()
@@ -141,16 +198,28 @@ class LocalCluster:
         self.write_cluster_file()
 
     async def stop(self) -> None:
-        for broker_id in sorted(self.processes, reverse=True):
-            if self.processes[broker_id].running:
+        self._stopping = True
+        running = [
+            broker_id
+            for broker_id in sorted(self.processes, reverse=True)
+            if self.processes[broker_id].running
+        ]
+        if self.zookeeper_died:
+            # No controlled shutdown can succeed without ZooKeeper: each broker spends its retries
+            # (about half a minute) failing, so they fail side by side rather than in turn.
+            await asyncio.gather(*(self.stop_broker(broker_id) for broker_id in running))
+        else:
+            for broker_id in running:
                 await self.stop_broker(broker_id)
         if self._prometheus is not None:
+            self._expect_exit(_service_process(self._prometheus))
             await self._prometheus.stop()
             self._prometheus = None
         if self._admin is not None:
             await self._admin.close()
             self._admin = None
         if self._zookeeper is not None:
+            self._expect_exit(_service_process(self._zookeeper))
             await self._zookeeper.stop()
             self._zookeeper = None
         with contextlib.suppress(FileNotFoundError):
@@ -209,6 +278,7 @@ class LocalCluster:
         process = broker.process
         if process is None or process.returncode is not None:
             return process.returncode if process is not None and process.returncode is not None else 0
+        self._expect_exit(process)
         with contextlib.suppress(ProcessLookupError):
             process.send_signal(signal.SIGCONT)  # a paused broker must run to handle SIGTERM
             process.send_signal(sig)
@@ -218,6 +288,23 @@ class LocalCluster:
         except TimeoutError:
             process.kill()
             return await process.wait()
+
+    @property
+    def zookeeper_died(self) -> bool:
+        """Our own ZooKeeper (not one given with ``zookeeper_connect``) exited on its own."""
+        return any(exit_.name == _ZOOKEEPER for exit_ in self.unexpected_exits)
+
+    def kill_brokers(self) -> None:
+        """SIGKILL every running broker at once (a second Ctrl-C): no controlled shutdown."""
+        for broker in self.processes.values():
+            if broker.process is not None and broker.running:
+                self._expect_exit(broker.process)
+                with contextlib.suppress(ProcessLookupError):
+                    broker.process.kill()
+
+    def _expect_exit(self, process: asyncio.subprocess.Process | None) -> None:
+        if process is not None:
+            self._stopped_pids.add(process.pid)
 
     def pause_broker(self, broker_id: int) -> None:
         """SIGSTOP: the broker stops fetching and answering, as a stalled machine does."""
@@ -233,6 +320,38 @@ class LocalCluster:
         if process is None or process.returncode is not None:
             raise RuntimeError(f"broker {broker_id} is not running")
         return process.pid
+
+    # ------------------------------------------------------------------------------- watching
+
+    def _children(self) -> list[tuple[str, asyncio.subprocess.Process, Path]]:
+        """Every child process running now: name, process, log file."""
+        children = [
+            (f"broker {broker.broker_id}", broker.process, broker.log_path)
+            for broker in self.processes.values()
+            if broker.process is not None and broker.running
+        ]
+        for name, service in ((_ZOOKEEPER, self._zookeeper), ("Prometheus", self._prometheus)):
+            if service is not None and (process := _service_process(service)) is not None:
+                children.append((name, process, service.log_path))
+        return children
+
+    async def watch(self, report: Callable[[ChildExit], None]) -> None:
+        """Call ``report`` the moment a child process running now (brokers, our ZooKeeper, our
+        Prometheus) exits without this cluster having stopped it; it is also appended to
+        ``unexpected_exits``. Returns once every one of them has exited (after ``stop``: at once).
+        Processes started later (``start_broker`` again) are not watched by this call."""
+
+        async def one(name: str, process: asyncio.subprocess.Process, log_path: Path) -> None:
+            returncode = await process.wait()
+            if process.pid in self._stopped_pids:
+                return
+            exit_ = ChildExit(name, process.pid, returncode, log_path)
+            self.unexpected_exits.append(exit_)
+            if not self._stopping:
+                self.write_cluster_file()  # its pid is gone from the cluster file
+            report(exit_)
+
+        await asyncio.gather(*(one(*child) for child in self._children()))
 
     # ------------------------------------------------------------------------------ observing
 
@@ -381,23 +500,41 @@ def write_atomically(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     os.replace(temporary, path)
 
 
-def _ports(base_port: int, count: int) -> list[int]:
-    """``base_port``, ``base_port + 1``... when all are free; otherwise free ports the OS picks."""
-    wanted = list(range(base_port, base_port + count)) if base_port else []
-    if wanted and all(_free(port) for port in wanted):
-        return wanted
-    chosen: list[int] = []
-    for _ in range(count):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            chosen.append(int(probe.getsockname()[1]))
-    return chosen
+async def port_is_free(port: int, host: str = _HOST) -> bool:
+    """Whether a broker's HTTP server could listen on ``host:port`` now.
 
-
-def _free(port: int) -> bool:
-    with socket.socket() as probe:
-        try:
-            probe.bind(("127.0.0.1", port))
-        except OSError:
-            return False
+    The probe is the call the server itself makes (aiohttp's TCPSite: ``loop.create_server`` with
+    the default ``reuse_address``, i.e. SO_REUSEADDR on POSIX), bind and listen, closed at once. A
+    plain ``bind`` would count the TIME_WAIT connections of a cluster stopped within the last
+    minute as taken, although the server binds over them without trouble."""
+    loop = asyncio.get_running_loop()
+    try:
+        server = await loop.create_server(asyncio.Protocol, host, port)
+    except OSError:
+        return False
+    server.close()
+    await server.wait_closed()
     return True
+
+
+async def _ports(requested: list[int]) -> list[int]:
+    """Each requested port when free; for a 0 or a taken one, a free port the OS picks."""
+    with contextlib.ExitStack() as held:
+        chosen: list[int] = []
+        for port in requested:
+            if port and await port_is_free(port):
+                chosen.append(port)
+                continue
+            # Held open until all are chosen, so two brokers are never given the same port.
+            probe = held.enter_context(socket.socket())
+            probe.bind((_HOST, 0))
+            chosen.append(int(probe.getsockname()[1]))
+        return chosen
+
+
+def _service_process(service: LocalZooKeeper | LocalPrometheus) -> asyncio.subprocess.Process | None:
+    """The server process of our ZooKeeper or Prometheus. Their classes keep it private (they own
+    starting and stopping it); the cluster only waits on it and reads its pid."""
+    if isinstance(service, LocalZooKeeper):
+        return service._async_process
+    return service._process
