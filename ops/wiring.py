@@ -187,7 +187,14 @@ async def broker_node_context(
         await coordinator.ensure_path(path)
     effective_cluster_id = await get_or_create_cluster_id(coordinator, cluster_id, rng=adapters.rng)
     registration = zk_data.http_broker_registration(
-        config.broker_id, host, port, timestamp_ms=clock.wall_clock_ms(), rack=rack
+        config.broker_id,
+        host,
+        port,
+        timestamp_ms=clock.wall_clock_ms(),
+        rack=rack,
+        # Logs loaded after an unclean shutdown may lack what was not flushed: the next controller
+        # treats this process as bounced if it finds it still in an ISR (docs/controller.md §2).
+        unclean_start=log_manager.unclean_start,
     )
     adapters.address_book.set(broker_node(config.broker_id), f"http://{host}:{port}")
     system = ActorSystem(

@@ -187,6 +187,7 @@ class ControllerLogic:
                     broker_id=broker_id, host=endpoint.host, port=endpoint.port, rack=registration.rack
                 ),
                 broker_epoch=stat.czxid,
+                unclean_start=registration.unclean_start,
             )
         return live
 
@@ -354,9 +355,13 @@ class ControllerLogic:
         can elect a leader whose log lost acknowledged records.
 
         A re-registration also follows a session expiry, with the process and its log intact, so
-        it proves no loss: a suspect leaves only when a live ISR member that did not re-register
-        remains to lead. Otherwise removing it would leave the ISR to dead members only, and the
-        suspect, perhaps the one intact copy, could not be elected (seed 4625: broker 3's session
+        it proves no loss: only a registration that says ``unclean_start`` (the process loaded its
+        logs after an unclean shutdown) makes a suspect (seed 5859: broker 1's session expired and it
+        re-registered intact while broker 3, which had just lost power, still looked alive through
+        its previous process's session; taking 1 out left 3 to lead with an empty log). A suspect
+        leaves only when a live ISR member that is not one remains to lead. Otherwise removing it
+        would leave the ISR to dead members only, and the suspect, perhaps the one intact copy,
+        could not be elected (seed 4625: broker 3's session
         expired while the controller, broker 1, stalled; broker 1 then lost power; the next
         controller took 3 out of the ISR [1, 3], and broker 1 came back to lead with an empty log)."""
         context = self.context
@@ -368,7 +373,7 @@ class ControllerLogic:
             if written is None:
                 continue
             members = sorted({*leadership.isr, leadership.leader} - {NO_LEADER})
-            suspects = [b for b in members if self._registered_after(b, written)]
+            suspects = [b for b in members if self._restarted_uncleanly_after(b, written)]
             trusted = [b for b in leadership.isr if context.is_live(b) and b not in suspects]
             if not trusted:
                 continue
@@ -381,9 +386,9 @@ class ControllerLogic:
             )  # fmt: skip
             yield from self._remove_replica_from_isr(broker_id, tps)
 
-    def _registered_after(self, broker_id: BrokerId, zxid: int) -> bool:
+    def _restarted_uncleanly_after(self, broker_id: BrokerId, zxid: int) -> bool:
         live = self.context.live_brokers.get(broker_id)
-        return live is not None and live.broker_epoch > zxid
+        return live is not None and live.broker_epoch > zxid and live.unclean_start
 
     def _start_replica_state_machine(self) -> Script:
         context = self.context

@@ -88,6 +88,8 @@ class LeaderIsrAndEpoch:
 class LiveBroker:
     endpoint: BrokerEndpoint
     broker_epoch: int
+    # The registration says the process loaded its logs after an unclean shutdown.
+    unclean_start: bool = False
 
     @property
     def broker_id(self) -> BrokerId:

@@ -305,6 +305,10 @@ class BrokerRegistration:
     jmx_port: int = -1
     rack: str | None = None
     version: int = 4
+    # Beyond Kafka: this broker process loaded partitions' logs after an unclean shutdown, so it may
+    # have lost what was not flushed (written as ``"unclean_start": true``; absent means false, which
+    # a session expiry's re-registration of an intact process and a fresh log dir also say).
+    unclean_start: bool = False
 
     def endpoint(self, listener_name: str = HTTP_LISTENER_NAME) -> EndPoint:
         for endpoint in self.endpoints:
@@ -317,7 +321,13 @@ class BrokerRegistration:
 
 
 def http_broker_registration(
-    broker_id: int, host: str, port: int, *, timestamp_ms: int, rack: str | None = None
+    broker_id: int,
+    host: str,
+    port: int,
+    *,
+    timestamp_ms: int,
+    rack: str | None = None,
+    unclean_start: bool = False,
 ) -> BrokerRegistration:
     """A registration whose only listener is the broker's HTTP endpoint."""
     endpoint = EndPoint(listener_name=HTTP_LISTENER_NAME, host=host, port=port)
@@ -326,6 +336,7 @@ def http_broker_registration(
         endpoints=(endpoint,),
         timestamp_ms=timestamp_ms,
         rack=rack,
+        unclean_start=unclean_start,
     )
 
 
@@ -344,6 +355,8 @@ def encode_broker_registration(registration: BrokerRegistration) -> bytes:
     }
     if registration.rack is not None:
         value["rack"] = registration.rack
+    if registration.unclean_start:
+        value["unclean_start"] = True
     return _dumps(value)
 
 
@@ -383,6 +396,9 @@ def decode_broker_registration(broker_id: int, data: bytes, *, path: str | None 
     rack = reader.value.get("rack")
     if rack is not None and not isinstance(rack, str):
         raise reader.error("rack", f"expected a string or null, got {rack!r}")
+    unclean_start = reader.value.get("unclean_start", False)
+    if not isinstance(unclean_start, bool):
+        raise reader.error("unclean_start", f"expected a boolean, got {unclean_start!r}")
     return BrokerRegistration(
         broker_id=broker_id,
         endpoints=tuple(endpoints),
@@ -390,6 +406,7 @@ def decode_broker_registration(broker_id: int, data: bytes, *, path: str | None 
         jmx_port=reader.integer("jmx_port"),
         rack=rack,
         version=version,
+        unclean_start=unclean_start,
     )
 
 

@@ -18,6 +18,9 @@ Lifecycles (a broker is ``down``, ``up``, or in between while its start or stop 
 * ``kill``: SIGKILL. The process stops at once and sends nothing more; its disk keeps every byte
   written (page cache); its ZooKeeper session lives until it times out.
 * ``power_loss``: a kill that also loses whatever was not fsynced (``MemoryFileSystem.crash``).
+  For both, the dead process's cancelled tasks still unwind, and its shutdown path would write
+  checkpoints and the clean-shutdown marker: every disk write and fsync fails from the moment of
+  death (``DiskFault.PROCESS_DEAD``), so the next start sees the disk a dead process leaves.
 * ``stall``/``unstall``: SIGSTOP/SIGCONT. No handler runs; the ZooKeeper connection drops, so the
   session expires if the stall outlasts it.
 * ZooKeeper: ``expire_session`` (the server expires one broker's session), ``disconnect`` and
@@ -49,7 +52,7 @@ from runtime.coordination.session import SessionState
 from runtime.ref import ActorRef
 from runtime.rng import node_rng
 from runtime.storage.config import LogConfig
-from runtime.storage.fs import MemoryFileSystem
+from runtime.storage.fs import DiskFault, MemoryFileSystem
 from runtime.storage.log import Log
 from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
@@ -291,6 +294,10 @@ class SimCluster:
         system = broker.system
         if system is not None:
             system.stall()
+        # The dead process's cancelled tasks still run its shutdown path below; none of it may reach
+        # the disk (a clean-shutdown marker written after a power loss would skip the recovery).
+        injected = broker.fs.fault
+        broker.fs.inject_fault(DiskFault.PROCESS_DEAD)
         if power_loss:
             broker.fs.crash()
         else:
@@ -305,6 +312,10 @@ class SimCluster:
             # Closing the logs fails on the dead files: that is the point.
             with contextlib.suppress(Exception, asyncio.CancelledError):
                 await process
+        if injected is None:
+            broker.fs.clear_fault()
+        else:
+            broker.fs.inject_fault(injected)
         broker.state = BrokerState.DOWN
 
     def stall(self, broker_id: int) -> None:

@@ -47,6 +47,9 @@ class DiskFault(enum.Enum):
     WRITE_ERROR = "write-error"
     DISK_FULL = "disk-full"
     FSYNC_ERROR = "fsync-error"
+    # The process using the file system was killed or lost power: whatever its cancelled tasks still
+    # try (a shutdown path writing checkpoints or the clean-shutdown marker) never reaches the disk.
+    PROCESS_DEAD = "process-dead"
 
 
 class FileHandle(Protocol):
@@ -398,13 +401,13 @@ class MemoryFileSystem:
         self.fault = None
 
     def check_write(self, path: str) -> None:
-        if self.fault is DiskFault.WRITE_ERROR:
+        if self.fault is DiskFault.WRITE_ERROR or self.fault is DiskFault.PROCESS_DEAD:
             raise OSError(errno.EIO, "Input/output error (injected)", path)
         if self.fault is DiskFault.DISK_FULL:
             raise OSError(errno.ENOSPC, "No space left on device (injected)", path)
 
     def check_fsync(self, path: str) -> None:
-        if self.fault is DiskFault.FSYNC_ERROR:
+        if self.fault is DiskFault.FSYNC_ERROR or self.fault is DiskFault.PROCESS_DEAD:
             raise OSError(errno.EIO, "Input/output error on fsync (injected)", path)
 
     def process_exit(self) -> None:

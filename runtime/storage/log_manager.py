@@ -7,6 +7,7 @@ Layout of a log dir (docs/log.md §1)::
       replication-offset-checkpoint            high watermarks
       recovery-point-offset-checkpoint         recovery points
       log-start-offset-checkpoint              log start offsets above the first segment's base
+      meta.properties                          written at the dir's first use
       .kafka_cleanshutdown                     present only after a clean shutdown
 
 Rules kept here:
@@ -14,8 +15,10 @@ Rules kept here:
 * ``open`` reads the three checkpoints, then opens every ``<topic>-<partition>`` directory with its
   recovery point, log start offset and high watermark. With the clean-shutdown marker present the logs
   skip recovery; the marker is then removed (and the removal made durable) so that a crash from here
-  on is treated as unclean. Directories ending ``-delete`` (a deletion interrupted by a crash) are
-  removed.
+  on is treated as unclean. Without the marker, a dir with ``meta.properties`` (written durably at
+  its first use) makes an ``unclean_start``: the broker's registration says it may have lost what
+  was not flushed; a dir without it is new and has nothing to lose. Directories ending ``-delete``
+  (a deletion interrupted by a crash) are removed.
 * A checkpoint that cannot be parsed stops nothing: it is logged and counted (``recovery_report``)
   and the logs load as if it were empty (a damaged recovery point file also means a full recovery,
   marker or not); the next checkpoint rewrites it from the logs. Damage inside one partition's
@@ -50,9 +53,11 @@ from runtime.storage.log import Log
 from runtime.storage.log_recovery import RecoveryAction, RecoveryKind, RecoveryReport
 from runtime.storage.topic_partition import TopicPartition
 
-__all__ = ["CLEAN_SHUTDOWN_FILE", "LogManager", "parse_partition_directory"]
+__all__ = ["CLEAN_SHUTDOWN_FILE", "META_PROPERTIES_FILE", "LogManager", "parse_partition_directory"]
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+# Kafka's name; written (durably) when a log dir is used for the first time.
+META_PROPERTIES_FILE: Final = "meta.properties"
 DELETE_DIR_SUFFIX: Final = "-delete"
 FUTURE_DIR_SUFFIX: Final = "-future"
 
@@ -88,6 +93,9 @@ class LogManager:
         self.offline_reason: str | None = None
         # What loading repaired (every action also logged at WARN); the broker's metrics count it.
         self.recovery_report = RecoveryReport()
+        # This process opened a log dir that was in use before without the clean-shutdown marker:
+        # what was not flushed may be gone (the broker says so in its registration).
+        self.unclean_start = False
         self._high_watermarks = OffsetCheckpointFile(
             fs, posixpath.join(log_dir, REPLICATION_OFFSET_CHECKPOINT)
         )
@@ -112,9 +120,18 @@ class LogManager:
         fs.make_dirs(log_dir)
         marker = posixpath.join(log_dir, CLEAN_SHUTDOWN_FILE)
         clean = fs.exists(marker)
+        meta = posixpath.join(log_dir, META_PROPERTIES_FILE)
+        first_use = not fs.exists(meta)
+        if first_use:
+            # Durable before the broker registers: from now on a start without the clean-shutdown
+            # marker is an unclean start of a log dir that may have held data.
+            fs.write_file(meta, b"version=0\n", fsync=True)
+            fs.fsync_dir(log_dir)
+            fs.fsync_dir(posixpath.dirname(log_dir.rstrip("/")) or "/")
         manager = cls(
             fs, log_dir, default_config or LogConfig(), topic_configs or {}, rng, had_clean_shutdown=clean
         )
+        manager.unclean_start = not clean and not first_use
         recovery_points = manager._read_checkpoint(
             manager._recovery_points, "every partition is recovered from its first segment"
         )

@@ -125,6 +125,23 @@ REGRESSIONS: dict[str, tuple[int, list[Action], str]] = {
         ],
         "power-loss broker 1",
     ),
+    # The controller, broker 2, stalled; broker 1's session expired and it registered again, its
+    # process and log intact (leader of topic2-1); broker 3 lost power while its previous process's
+    # session still stood. The next controller, broker 1, took every member registered after the
+    # partition state's last write for a restart: broker 1 left the ISR, and broker 3 came back to
+    # lead with an empty log. Only a registration saying unclean_start makes a suspect now.
+    "an-intact-re-registered-broker-stays-in-the-isr-beside-a-power-lost-one": (
+        5859,
+        [
+            CreateTopic(700, 2, 2, 3),
+            Produce(7642, 2, 1, 17),
+            BrokerFault(7706, FaultKind.STALL, 2, 9946),
+            BrokerFault(11274, FaultKind.SESSION_EXPIRY, 1, 0),
+            BrokerFault(11606, FaultKind.POWER_LOSS, 3, 2421),
+            BrokerFault(13756, FaultKind.STALL, 2, 3087),
+        ],
+        "power-loss broker 3",
+    ),
 }
 
 
@@ -144,6 +161,16 @@ WHOLE_SEEDS: dict[str, int] = {
     # offset changed nothing and kept epoch 5, so each OffsetsForLeaderEpoch round asked for epoch 5
     # again: it never fetched and never rejoined the ISR (Liveness; KAFKA-10706).
     "a-no-op-truncation-drops-an-epoch-the-replica-led-without-appending": 1632,
+    # The same mistake as the 5859 schedule above, reached by other paths: a broker that only
+    # re-registered (session expiry) was taken out of the ISR for a restart (lost records).
+    "a-session-expiry-is-not-a-restart-5109": 5109,
+    "a-session-expiry-is-not-a-restart-5495": 5495,
+    "a-session-expiry-is-not-a-restart-5698": 5698,
+    # The controller, broker 2, lost power; its cancelled process still ran its shutdown path and
+    # wrote the clean-shutdown marker on the crashed disk, so the next start skipped recovery and
+    # registered without unclean_start, and the next controller kept it leading with an empty log.
+    # A dead process's writes now fail (DiskFault.PROCESS_DEAD in the simulation's kill).
+    "a-power-lost-process-writes-no-clean-shutdown-marker": 1889,
 }
 
 

@@ -129,6 +129,15 @@ def test_http_broker_registration_encodes_kafkas_version_4_json() -> None:
     assert decode_broker_registration(1, encode_broker_registration(registration)) == registration
 
 
+def test_an_unclean_start_is_said_only_when_true() -> None:
+    unclean = http_broker_registration(3, "h", 1, timestamp_ms=5, unclean_start=True)
+    assert orjson.loads(encode_broker_registration(unclean))["unclean_start"] is True
+    assert decode_broker_registration(3, encode_broker_registration(unclean)).unclean_start
+    clean = http_broker_registration(3, "h", 1, timestamp_ms=5)
+    assert "unclean_start" not in orjson.loads(encode_broker_registration(clean))  # Kafka's JSON, as is
+    assert not decode_broker_registration(3, encode_broker_registration(clean)).unclean_start
+
+
 def test_registration_without_rack_omits_the_field() -> None:
     registration = http_broker_registration(2, "h", 1, timestamp_ms=5)
     assert "rack" not in orjson.loads(encode_broker_registration(registration))

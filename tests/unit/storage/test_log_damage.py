@@ -98,10 +98,12 @@ def test_a_garbage_leader_epoch_checkpoint_is_rebuilt_from_the_batches(
     with caplog.at_level(logging.WARNING, logger="actorlog.storage.recovery"):
         manager = _open(fs, directory)
     orders, events = manager.get_log(ORDERS), manager.get_log(EVENTS)
-    assert orders is not None and events is not None
+    assert orders is not None
+    assert events is not None
     assert [(e.epoch, e.start_offset) for e in orders.leader_epoch_cache.entries] == [(0, 0), (2, 10)]
     assert [(e.epoch, e.start_offset) for e in events.leader_epoch_cache.entries] == [(0, 0), (2, 10)]
-    assert values(orders) == _all_values() and values(events) == _all_values()
+    assert values(orders) == _all_values()
+    assert values(events) == _all_values()
     assert _kinds(manager) == [RecoveryKind.CHECKPOINT_REBUILT]
     assert fs.read_file(f"{directory}/{ORDERS}/leader-epoch-checkpoint") == b"0\n2\n0 0\n2 10\n"
     assert any("orders-0" in r.getMessage() and r.levelno == logging.WARNING for r in caplog.records)
@@ -138,7 +140,8 @@ def test_a_torn_segment_is_cut_loudly_and_later_segments_are_kept_aside(
     assert values(orders) == _all_values()[:end]
     report = manager.recovery_report
     cut = next(a for a in report.actions if a.kind is RecoveryKind.BYTES_TRUNCATED)
-    assert cut.path == torn and cut.truncated_bytes == len(data) - fs.file_size(torn)
+    assert cut.path == torn
+    assert cut.truncated_bytes == len(data) - fs.file_size(torn)
     assert f"the log now ends at offset {end}" in cut.detail
     assert report.cut_from_offset(str(ORDERS)) == end
     for base in bases[2:]:

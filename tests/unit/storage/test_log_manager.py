@@ -126,6 +126,7 @@ def test_deleting_a_log_removes_its_directory_and_checkpoint_entries(log_dir: tu
     assert manager.get_log(ORDERS) is None
     assert fs.list_dir(directory) == sorted(
         [
+            "meta.properties",
             "recovery-point-offset-checkpoint",
             "log-start-offset-checkpoint",
             "replication-offset-checkpoint",
@@ -142,7 +143,7 @@ def test_interrupted_deletions_are_finished_at_startup(log_dir: tuple[FileSystem
     fs.make_dirs(f"{directory}/not a partition")
     manager = _open(fs, directory)
     assert manager.logs == {}
-    assert fs.list_dir(directory) == ["not a partition"]
+    assert fs.list_dir(directory) == ["meta.properties", "not a partition"]
 
 
 def test_retention_over_every_log(log_dir: tuple[FileSystem, str]) -> None:
@@ -157,3 +158,17 @@ def test_retention_over_every_log(log_dir: tuple[FileSystem, str]) -> None:
     assert deleted == segments_before
     assert [(s.base_offset, s.size) for s in log.segments] == [(10, 0)]
     assert log.log_start_offset == 10
+
+
+def test_an_unclean_start_is_one_of_a_dir_in_use_before(log_dir: tuple[FileSystem, str]) -> None:
+    """A new dir has nothing to lose; a dir used before and opened without the clean-shutdown
+    marker may have lost what was not flushed (the broker's registration says unclean_start)."""
+    fs, directory = log_dir
+    first = _open(fs, directory)
+    assert not first.unclean_start
+    append_values(first.get_or_create_log(ORDERS, now_ms=0), 3)
+    # The process dies: no close, no marker.
+    assert _open(fs, directory).unclean_start
+    second = _open(fs, directory)
+    second.close(now_ms=0)
+    assert not _open(fs, directory).unclean_start
