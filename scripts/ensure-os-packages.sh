@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the OS packages actorlog needs on Debian/Ubuntu, only when they are missing:
-# a Java runtime (ZooKeeper and PySpark), ZooKeeper 3.8 (the coordination service) and
-# Prometheus with promtool (dashboards and alert-rule tests).
+# a Java runtime (ZooKeeper and PySpark), ZooKeeper 3.8 (the coordination service),
+# Prometheus with promtool (dashboards and alert-rule tests), and curl (the README's JSON API
+# examples, which a test runs as written).
 # Runs apt-get update once, before the first install. Safe to run repeatedly.
 set -euo pipefail
 
@@ -12,6 +13,7 @@ if [ -z "${ZOOKEEPER_HOME:-}" ] && ! ls /usr/share/java/zookeeper*.jar >/dev/nul
 fi
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
