@@ -192,8 +192,8 @@ async def broker_node_context(
         port,
         timestamp_ms=clock.wall_clock_ms(),
         rack=rack,
-        # Logs loaded after an unclean shutdown may lack what was not flushed: the next controller
-        # treats this process as bounced if it finds it still in an ISR (docs/controller.md §2).
+        # An unclean start may have cost what was not flushed: until a controller has seen this
+        # process, the next one treats it as bounced if an older ISR names it (docs/controller.md §2).
         unclean_start=log_manager.unclean_start,
     )
     adapters.address_book.set(broker_node(config.broker_id), f"http://{host}:{port}")

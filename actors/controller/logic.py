@@ -355,10 +355,12 @@ class ControllerLogic:
         can elect a leader whose log lost acknowledged records.
 
         A re-registration also follows a session expiry, with the process and its log intact, so
-        it proves no loss: only a registration that says ``unclean_start`` (the process loaded its
-        logs after an unclean shutdown) makes a suspect (seed 5859: broker 1's session expired and it
+        it proves no loss: only a registration that says ``unclean_start`` (a process that started
+        uncleanly on a used log dir, or inherited that through a clean restart, and that no
+        controller has seen yet) makes a suspect (seed 5859: broker 1's session expired and it
         re-registered intact while broker 3, which had just lost power, still looked alive through
-        its previous process's session; taking 1 out left 3 to lead with an empty log). A suspect
+        its previous process's session; taking 1 out left 3 to lead with an empty log; seed 4831:
+        a clean restart kept what an unseen power loss before it had cost). A suspect
         leaves only when a live ISR member that is not one remains to lead. Otherwise removing it
         would leave the ISR to dead members only, and the suspect, perhaps the one intact copy,
         could not be elected (seed 4625: broker 3's session
@@ -373,7 +375,7 @@ class ControllerLogic:
             if written is None:
                 continue
             members = sorted({*leadership.isr, leadership.leader} - {NO_LEADER})
-            suspects = [b for b in members if self._restarted_uncleanly_after(b, written)]
+            suspects = [b for b in members if self._started_uncleanly_after(b, written)]
             trusted = [b for b in leadership.isr if context.is_live(b) and b not in suspects]
             if not trusted:
                 continue
@@ -386,7 +388,7 @@ class ControllerLogic:
             )  # fmt: skip
             yield from self._remove_replica_from_isr(broker_id, tps)
 
-    def _restarted_uncleanly_after(self, broker_id: BrokerId, zxid: int) -> bool:
+    def _started_uncleanly_after(self, broker_id: BrokerId, zxid: int) -> bool:
         live = self.context.live_brokers.get(broker_id)
         return live is not None and live.broker_epoch > zxid and live.unclean_start
 

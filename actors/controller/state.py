@@ -88,7 +88,7 @@ class LeaderIsrAndEpoch:
 class LiveBroker:
     endpoint: BrokerEndpoint
     broker_epoch: int
-    # The registration says the process loaded its logs after an unclean shutdown.
+    # The registration says the process started uncleanly and no controller has seen it yet.
     unclean_start: bool = False
 
     @property

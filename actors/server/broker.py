@@ -90,6 +90,7 @@ from actors.server.registration import (
     BrokerRegistered,
     BrokerRegistrationActor,
     BrokerRegistrationFailed,
+    RestartSeen,
     SessionLost,
     SessionSuspended,
 )
@@ -300,6 +301,7 @@ class BrokerActor(Actor[BrokerMessage]):
         self.request_metrics = RequestMetrics()
         self.zookeeper_expires_total = 0
         self.zookeeper_disconnects_total = 0
+        self._registration_ref: ActorRef | None = None
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -317,7 +319,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 ),
                 supervision=SupervisorStrategy.restart(),
             )
-        ctx.spawn(
+        self._registration_ref = ctx.spawn(
             REGISTRATION_ACTOR_NAME,
             lambda: BrokerRegistrationActor(
                 self.coordinator,
@@ -854,6 +856,13 @@ class BrokerActor(Actor[BrokerMessage]):
             # The controller has seen this incarnation: the cache now describes the cluster as it
             # is with this broker in it (what readiness may trust).
             self.has_current_metadata = True
+            if self.registration.unclean_start:
+                # ... and so handled its unclean start: a re-registration after a session expiry is
+                # no restart a later controller must treat as a bounce (docs/controller.md §2).
+                self.registration = dataclasses.replace(self.registration, unclean_start=False)
+                self.log_manager.mark_seen()
+                if self._registration_ref is not None:
+                    ctx.tell(self._registration_ref, RestartSeen())
         for endpoint in request.live_brokers:
             self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
         _answer(ctx, requester, UpdateMetadataResponse(error_code=ErrorCode.NONE))

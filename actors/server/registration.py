@@ -38,7 +38,7 @@ Rules kept here:
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TypeAlias, assert_never
 
 from actors.server.zk_data import (
@@ -72,9 +72,19 @@ __all__ = [
     "BrokerRegistrationFailed",
     "RegistrationState",
     "RegistrationStatistics",
+    "RestartSeen",
     "SessionLost",
     "SessionSuspended",
 ]
+
+
+# ------------------------------------------------------------------------ public messages (in)
+
+
+@dataclass(frozen=True, slots=True)
+class RestartSeen:
+    """A controller has seen this process (its UpdateMetadata named it live): registrations from
+    now on (after a session expiry) no longer say ``unclean_start``."""
 
 
 # ----------------------------------------------------------------------- public messages (out)
@@ -170,7 +180,8 @@ class _OldOwnerDeadline:
 
 
 RegistrationMessage: TypeAlias = (
-    _SessionChanged
+    RestartSeen
+    | _SessionChanged
     | _Created
     | _CreateFailed
     | _ExistingChecked
@@ -267,6 +278,8 @@ class BrokerRegistrationActor(Actor[RegistrationMessage]):
 
     def receive(self, ctx: Context[RegistrationMessage], message: RegistrationMessage) -> None:
         match message:
+            case RestartSeen():
+                self._registration = replace(self._registration, unclean_start=False)
             case _SessionChanged():
                 self._on_session_changed(ctx, message)
             case _Created():

@@ -305,9 +305,11 @@ class BrokerRegistration:
     jmx_port: int = -1
     rack: str | None = None
     version: int = 4
-    # Beyond Kafka: this broker process loaded partitions' logs after an unclean shutdown, so it may
-    # have lost what was not flushed (written as ``"unclean_start": true``; absent means false, which
-    # a session expiry's re-registration of an intact process and a fresh log dir also say).
+    # Beyond Kafka: this process started on a used log dir after an unclean shutdown (or after a clean
+    # one by a process that had such a start), and no controller has seen it yet: it may hold less
+    # than an older ISR says (unflushed writes lost by a power loss). Written as
+    # ``"unclean_start": true``, absent when false; a controller that finds it in an ISR older than
+    # the registration treats it as bounced (docs/controller.md §2).
     unclean_start: bool = False
 
     def endpoint(self, listener_name: str = HTTP_LISTENER_NAME) -> EndPoint:

@@ -15,10 +15,11 @@ Rules kept here:
 * ``open`` reads the three checkpoints, then opens every ``<topic>-<partition>`` directory with its
   recovery point, log start offset and high watermark. With the clean-shutdown marker present the logs
   skip recovery; the marker is then removed (and the removal made durable) so that a crash from here
-  on is treated as unclean. Without the marker, a dir with ``meta.properties`` (written durably at
-  its first use) makes an ``unclean_start``: the broker's registration says it may have lost what
-  was not flushed; a dir without it is new and has nothing to lose. Directories ending ``-delete``
-  (a deletion interrupted by a crash) are removed.
+  on is treated as unclean. ``meta.properties`` is written durably at the dir's first use: without
+  the marker, a dir that has it makes an ``unclean_start``, which the broker's registration says
+  until a controller has seen the process (``mark_seen``); a clean shutdown before that writes the
+  marker with ``unseen-unclean-start`` in it, so the next start inherits it. Directories ending
+  ``-delete`` (a deletion interrupted by a crash) are removed.
 * A checkpoint that cannot be parsed stops nothing: it is logged and counted (``recovery_report``)
   and the logs load as if it were empty (a damaged recovery point file also means a full recovery,
   marker or not); the next checkpoint rewrites it from the logs. Damage inside one partition's
@@ -56,6 +57,8 @@ from runtime.storage.topic_partition import TopicPartition
 __all__ = ["CLEAN_SHUTDOWN_FILE", "META_PROPERTIES_FILE", "LogManager", "parse_partition_directory"]
 
 CLEAN_SHUTDOWN_FILE: Final = ".kafka_cleanshutdown"
+# The clean-shutdown marker's content when the stopping process had an unclean start no controller saw.
+UNSEEN_UNCLEAN_START: Final = b"unseen-unclean-start\n"
 # Kafka's name; written (durably) when a log dir is used for the first time.
 META_PROPERTIES_FILE: Final = "meta.properties"
 DELETE_DIR_SUFFIX: Final = "-delete"
@@ -93,8 +96,11 @@ class LogManager:
         self.offline_reason: str | None = None
         # What loading repaired (every action also logged at WARN); the broker's metrics count it.
         self.recovery_report = RecoveryReport()
-        # This process opened a log dir that was in use before without the clean-shutdown marker:
-        # what was not flushed may be gone (the broker says so in its registration).
+        # The log dir had never been used (no meta.properties): a broker on it has nothing to lose.
+        self.first_use = False
+        # This process opened a used log dir after an unclean shutdown (or inherited that, see
+        # ``open``), and no controller has seen it since (``mark_seen``): what was not flushed may
+        # be gone. The broker's registration says so (docs/controller.md §2).
         self.unclean_start = False
         self._high_watermarks = OffsetCheckpointFile(
             fs, posixpath.join(log_dir, REPLICATION_OFFSET_CHECKPOINT)
@@ -131,7 +137,11 @@ class LogManager:
         manager = cls(
             fs, log_dir, default_config or LogConfig(), topic_configs or {}, rng, had_clean_shutdown=clean
         )
-        manager.unclean_start = not clean and not first_use
+        manager.first_use = first_use
+        # Inherited: a process that started uncleanly and stopped cleanly before any controller had
+        # seen it kept whatever its start lost; the marker says so, and this start is unclean too.
+        inherited = clean and fs.read_file(marker) == UNSEEN_UNCLEAN_START
+        manager.unclean_start = (not clean and not first_use) or inherited
         recovery_points = manager._read_checkpoint(
             manager._recovery_points, "every partition is recovered from its first segment"
         )
@@ -188,6 +198,10 @@ class LogManager:
                 )
             )
             return None
+
+    def mark_seen(self) -> None:
+        """A controller has seen this process: its start, however unclean, has been handled."""
+        self.unclean_start = False
 
     def config_for(self, topic: str) -> LogConfig:
         return self.topic_configs.get(topic, self.default_config)
@@ -302,7 +316,8 @@ class LogManager:
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
         self.checkpoint_high_watermarks()
-        self.fs.write_file(posixpath.join(self.log_dir, CLEAN_SHUTDOWN_FILE), b"", fsync=True)
+        marker = UNSEEN_UNCLEAN_START if self.unclean_start else b""
+        self.fs.write_file(posixpath.join(self.log_dir, CLEAN_SHUTDOWN_FILE), marker, fsync=True)
         self.fs.fsync_dir(self.log_dir)
         self._logs.clear()
 

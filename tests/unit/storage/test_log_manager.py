@@ -160,15 +160,21 @@ def test_retention_over_every_log(log_dir: tuple[FileSystem, str]) -> None:
     assert log.log_start_offset == 10
 
 
-def test_an_unclean_start_is_one_of_a_dir_in_use_before(log_dir: tuple[FileSystem, str]) -> None:
-    """A new dir has nothing to lose; a dir used before and opened without the clean-shutdown
-    marker may have lost what was not flushed (the broker's registration says unclean_start)."""
+def test_an_unclean_start_is_one_on_a_used_dir_and_lasts_until_a_controller_sees_it(
+    log_dir: tuple[FileSystem, str],
+) -> None:
+    """A new dir has nothing to lose. A used dir opened without the clean-shutdown marker is an
+    unclean start, and a clean stop before a controller has seen the process hands that on."""
     fs, directory = log_dir
     first = _open(fs, directory)
-    assert not first.unclean_start
+    assert (first.first_use, first.unclean_start) == (True, False)
+    assert fs.read_file(f"{directory}/meta.properties") == b"version=0\n"
     append_values(first.get_or_create_log(ORDERS, now_ms=0), 3)
-    # The process dies: no close, no marker.
-    assert _open(fs, directory).unclean_start
-    second = _open(fs, directory)
-    second.close(now_ms=0)
+    unclean = _open(fs, directory)  # the first process died: no close, no marker
+    assert unclean.unclean_start
+    unclean.close(now_ms=0)  # stopped cleanly before any controller saw it
+    inherited = _open(fs, directory)
+    assert inherited.unclean_start
+    inherited.mark_seen()
+    inherited.close(now_ms=0)
     assert not _open(fs, directory).unclean_start
