@@ -129,7 +129,8 @@ REGRESSIONS: dict[str, tuple[int, list[Action], str]] = {
     # process and log intact (leader of topic2-1); broker 3 lost power while its previous process's
     # session still stood. The next controller, broker 1, took every member registered after the
     # partition state's last write for a restart: broker 1 left the ISR, and broker 3 came back to
-    # lead with an empty log. Only a registration saying unclean_start makes a suspect now.
+    # lead with an empty log. Only a registration saying unclean_start (an unclean start no
+    # controller has seen yet) makes a suspect now.
     "an-intact-re-registered-broker-stays-in-the-isr-beside-a-power-lost-one": (
         5859,
         [
@@ -171,6 +172,10 @@ WHOLE_SEEDS: dict[str, int] = {
     # registered without unclean_start, and the next controller kept it leading with an empty log.
     # A dead process's writes now fail (DiskFault.PROCESS_DEAD in the simulation's kill).
     "a-power-lost-process-writes-no-clean-shutdown-marker": 1889,
+    # The controller, broker 2, lost power and came back unseen (no controller ran), then stopped
+    # cleanly and started again: that start looked clean, and the next controller kept it leading
+    # without the records its power loss had cost. A clean stop now hands the unseen unclean start on.
+    "a-clean-restart-keeps-an-unseen-unclean-start": 4831,
 }
 
 
