@@ -7,7 +7,10 @@ ZooKeeper and back in the ISR of every partition it follows), plus the JSON API.
 
 SIGTERM or SIGINT stops the broker cleanly: actors stop, logs are flushed and closed with the
 clean-shutdown marker, the ZooKeeper session closes (the registration vanishes at once). A second
-signal during shutdown exits immediately.
+signal during shutdown exits immediately. The ZooKeeper session is opened first, as Kafka's
+``KafkaServer.startup`` does, before the logs are loaded; while it is being opened (aiozk retries
+for up to ``zookeeper.connection.timeout.ms``, logging one line per failed attempt) a stop signal
+ends the broker at once, with nothing else to shut down yet.
 
 ``ACTORLOG_SOURCE_ADDRESS`` (an environment variable, not a configuration key: Kafka has none for
 this) binds the broker's outgoing HTTP connections to that local IP address. It exists for
@@ -170,6 +173,9 @@ async def run_broker(
     seed = fresh_seed()
     _log.info("broker %d listening on %s (rng seed %d)", config.broker_id, server.url, seed)
     try:
+        if not await _open_session_unless_stopped(coordinator, stop):
+            _log.info("broker %d stopped while waiting for ZooKeeper", config.broker_id)
+            return
         adapters = NodeAdapters(
             clock=clock,
             fs=OsFileSystem(),
@@ -212,8 +218,30 @@ async def run_broker(
             # holds while the node still runs.
             await json_api.close()
     finally:
+        # The node closed the session on its way out; this closes it when the start failed before
+        # the node took it over (closing twice is a no-op).
+        await coordinator.close()
         await server.stop()
     _log.info("broker %d stopped", config.broker_id)
+
+
+async def _open_session_unless_stopped(coordinator: ZkCoordinator, stop: asyncio.Event) -> bool:
+    """Open the ZooKeeper session (the node's own ``start`` then finds it open), unless ``stop`` is
+    set first: True when open; False when stopped (the attempt is abandoned); raises when the
+    session could not be opened within zookeeper.connection.timeout.ms."""
+    connecting = asyncio.ensure_future(coordinator.start())
+    stopping = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait({connecting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        if not connecting.done():
+            connecting.cancel()
+            await asyncio.wait({connecting})  # its cancellation, not ours: nothing is raised here
+    if connecting.cancelled():
+        return False
+    connecting.result()  # the start's own error, when it failed
+    return True
 
 
 async def _write_own_snapshots(

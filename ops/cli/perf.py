@@ -19,6 +19,13 @@ rebalance.time.ms, fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec`` (no groups: reb
 
 Latency is measured from handing the record to the producer to its acknowledgement, for every
 record, in milliseconds (Kafka's tool does the same, sampling for its percentiles).
+
+``perf produce`` fails as Kafka's does when a send cannot proceed within ``max.block.ms`` (60000 by
+default; ``--producer-props max.block.ms=N`` or ``--producer.config``): no broker answers, or the
+topic does not exist (never created, or deleted while producing). It prints one line naming the
+condition — ``actorlog perf: topic T not present in metadata after N ms: ...`` — and exits 1 at
+once, without waiting for the records still pending (the producer is closed with no grace, as
+Kafka's tool exits on the exception) and without reporting each of them.
 """
 
 from __future__ import annotations
@@ -131,6 +138,7 @@ async def run_producer_perf(
     reuses its payload) and return the statistics; lines are printed as the tool does."""
     clock = LoopClock()
     payload = os.urandom(record_size)
+    failed = False  # a send raised: the tool is ending, the records it abandons are not reported
     async with Producer(config=producer_config, properties_file=properties_file, secret=secret) as producer:
         stats = ProducerPerfStats(record_size=record_size, started_ns=clock.now_ns(), print_line=print_line)
 
@@ -138,7 +146,7 @@ async def run_producer_perf(
             def done(future: asyncio.Future[RecordMetadata]) -> None:
                 if future.cancelled() or future.exception() is not None:
                     stats.errors += 1
-                    if stats.errors <= 5:
+                    if stats.errors <= 5 and not failed:
                         print(f"ERROR: {future.exception()}", file=sys.stderr)
                     return
                 now_ns = clock.now_ns()
@@ -146,16 +154,27 @@ async def run_producer_perf(
 
             return done
 
-        for number in range(num_records):
-            if throughput > 0:
-                # Kafka's ThroughputThrottler: ahead of the target rate, wait until back on it.
-                due_ns = stats.started_ns + int(number / throughput * 1e9)
-                ahead_ms = (due_ns - clock.now_ns()) // 1_000_000
-                if ahead_ms > 0:
-                    await wait_ms(clock, ahead_ms)
-            future = await producer.enqueue(topic, payload)
-            future.add_done_callback(on_done(clock.now_ns()))
-        await producer.flush()
+        try:
+            for number in range(num_records):
+                if throughput > 0:
+                    # Kafka's ThroughputThrottler: ahead of the target rate, wait until back on it.
+                    due_ns = stats.started_ns + int(number / throughput * 1e9)
+                    ahead_ms = (due_ns - clock.now_ns()) // 1_000_000
+                    if ahead_ms > 0:
+                        await wait_ms(clock, ahead_ms)
+                # Raises after max.block.ms without the topic's metadata (or buffer memory).
+                future = await producer.enqueue(topic, payload)
+                future.add_done_callback(on_done(clock.now_ns()))
+            await producer.flush()
+        except BaseException as error:
+            # Ending early (a send raised, or Ctrl-C): the records abandoned are not reported.
+            failed = True
+            if isinstance(error, KafkaError):
+                # Kafka's tool ends on the exception its send throws, without closing its
+                # producer: here it is closed with no grace, failing whatever is still pending (a
+                # deleted topic's records would otherwise be retried for delivery.timeout.ms).
+                await producer.close(timeout_s=0)
+            raise
     stats.finished_ns = clock.now_ns()
     print_line(stats.final_line(stats.finished_ns))
     return stats

@@ -29,13 +29,24 @@ actor system. This class is its edge:
   but not yet completed exceed ``buffer.memory``, so a fast sending loop cannot pile up records in
   memory without bound. ``send_nowait`` never waits: it is for callers that bound their own
   pipelining (or for a burst that fits);
+* metadata (Kafka's ``waitOnMetadata``): ``send`` and ``enqueue`` take a record only once its topic
+  is in the client's metadata, waiting up to ``max.block.ms`` for it — at the first send to a topic,
+  and again after a refresh dropped the topic (deleted: the brokers answer
+  UNKNOWN_TOPIC_OR_PARTITION). When that passes they raise ``ProducerTimeoutError`` naming why:
+  no broker answered (which bootstrap servers), or the topic does not exist. So a sender against
+  an unreachable cluster, or one whose topic was deleted, fails after ``max.block.ms`` instead of
+  queueing records that can never go anywhere. ``send_nowait`` does not wait: its records wait in
+  the actor and fail on their futures after ``max.block.ms``;
 * ``flush`` brackets Kafka's ``flushInProgress`` (linger.ms is not waited for) around waiting for
   every record sent before it; ``close`` (also on leaving ``async with``) refuses new records,
-  completes or fails everything pending, then stops the client node.
+  completes or fails everything pending, then stops the client node. Leaving ``async with`` because
+  the task was cancelled (Ctrl-C in a tool) gives pending records ``_INTERRUPTED_CLOSE_S``, not the
+  delivery timeout, then fails the rest: an interrupted caller is waiting for the process to end.
 
 Errors: a configuration problem is ``ops.properties.ConfigError`` at construction; a misuse (a value
 that is not bytes, a negative timestamp, sending before start) is ``TypeError``/``ValueError``/
-``RuntimeError`` at the call; a send that fails is its future's ``ProducerError``.
+``RuntimeError`` at the call; a send that fails is its future's ``ProducerError``; ``send``/``enqueue``
+raise ``ProducerTimeoutError`` (metadata, see above) or ``BufferExhaustedError`` after ``max.block.ms``.
 """
 
 from __future__ import annotations
@@ -48,8 +59,14 @@ from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Protocol
 
+from actors.clients.metadata import ClientMetadata
 from actors.clients.producer.config import ProducerConfig, ProducerConfigError
-from actors.clients.producer.errors import BufferExhaustedError, ProducerClosedError, ProducerError
+from actors.clients.producer.errors import (
+    BufferExhaustedError,
+    ProducerClosedError,
+    ProducerError,
+    ProducerTimeoutError,
+)
 from actors.clients.producer.producer import ProducerActor, ProducerStatistics
 from actors.clients.producer.protocol import (
     AbortProducer,
@@ -63,6 +80,7 @@ from actors.clients.producer.protocol import (
     RecordMetadata,
     SendRecords,
 )
+from actors.common.errors import ErrorCode
 from actors.common.names import producer_name, producer_results_name
 from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
 from ops.properties import ConfigError
@@ -86,6 +104,9 @@ _RECORD_ALLOWANCE: Final = 64
 # Records handed to the actor per message at most: a sending loop that never waits would otherwise
 # build one unbounded chunk before the actor sees anything.
 _CHUNK_RECORDS: Final = 512
+# How long a close caused by cancellation (Ctrl-C, SIGTERM in a tool) lets pending records finish
+# before failing them: the tools promise to end within a second of the signal.
+_INTERRUPTED_CLOSE_S: Final = 0.3
 
 
 class _YieldToLoop:
@@ -168,6 +189,9 @@ class Producer:
         self._started = False
         self._closing = False
         self._stopped_reason: str | None = None
+        # The producer actor's client metadata, once the actor has answered (it is created in the
+        # actor's on_start): enqueue reads it to know whether a topic is known (module docstring).
+        self._metadata: ClientMetadata | None = None
 
     # ----------------------------------------------------------------------------- lifecycle
 
@@ -178,7 +202,10 @@ class Producer:
     async def __aexit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        await self.close()
+        interrupted = exc_type is not None and issubclass(
+            exc_type, asyncio.CancelledError | KeyboardInterrupt
+        )
+        await self.close(_INTERRUPTED_CLOSE_S if interrupted else None)
 
     async def start(self) -> None:
         if self._started:
@@ -297,11 +324,16 @@ class Producer:
         headers: Iterable[tuple[str, bytes | None]] = (),
         timestamp_ms: int | None = None,
     ) -> asyncio.Future[RecordMetadata]:
-        """Kafka's blocking ``send``: wait (up to max.block.ms) while buffer.memory is used up, then
-        queue the record and return the future of its acknowledgement. After every full chunk it
-        gives the event loop one turn, so a loop of ``await enqueue(...)`` keeps the actor fed."""
+        """Kafka's blocking ``send``: wait (up to max.block.ms each) while buffer.memory is used up and
+        until the topic is in the metadata, then queue the record and return the future of its
+        acknowledgement; ``ProducerTimeoutError``/``BufferExhaustedError`` when a wait runs out.
+        After every full chunk it gives the event loop one turn, so a loop of ``await enqueue(...)``
+        keeps the actor fed."""
         if self._buffered_bytes >= self.config.buffer_memory:
             await self._wait_for_space()
+        metadata = self._metadata
+        if (metadata is None or metadata.topic_info(topic) is None) and self._can_wait_on_metadata(topic):
+            await self.partitions_for(topic)
         future = self.send_nowait(topic, value, key, partition, headers, timestamp_ms)
         if not self._chunk:
             await _YieldToLoop()  # a chunk was just handed over
@@ -338,13 +370,18 @@ class Producer:
                 system.tell(self._producer_ref, EndFlush())
 
     async def partitions_for(self, topic: str) -> tuple[int, ...]:
-        """The topic's partitions, from metadata (waiting up to max.block.ms for it)."""
+        """The topic's partitions, from metadata (waiting up to max.block.ms for it; then
+        ``ProducerTimeoutError`` saying why it is not there)."""
         if self._producer_ref is None:
             raise RuntimeError("the producer is not started: use `async with Producer(...)`")
         response = await self._node.system.ask(
             self._producer_ref, PartitionsFor(topic), timeout_ms=self.config.max_block_ms + 1_000
         )
         assert isinstance(response, PartitionsForResponse)
+        if self._metadata is None and self._actor is not None:
+            self._metadata = self._actor.sender.metadata  # it has answered, so it has started
+        if isinstance(response.error, ProducerTimeoutError):
+            raise ProducerTimeoutError(f"{response.error.message}: {self._metadata_condition(topic)}")
         if response.error is not None:
             raise response.error
         return response.partitions
@@ -354,6 +391,39 @@ class Producer:
         return None if self._actor is None else self._actor.statistics()
 
     # ------------------------------------------------------------------------------ internals
+
+    def _can_wait_on_metadata(self, topic: object) -> bool:
+        """Whether ``enqueue`` should wait for the topic: not when the record will be refused anyway
+        (closed producer, a topic that is not a name) — send_nowait says so at once."""
+        if self._closing or self._stopped_reason is not None or self._producer_ref is None:
+            return False
+        return type(topic) is str and bool(topic)
+
+    def _metadata_condition(self, topic: str) -> str:
+        """Why ``topic`` is not in the metadata after max.block.ms, in the words a user acts on.
+        The actor's answer only says the wait ran out; the reason is in the client metadata it keeps
+        (read here, on the loop both run on)."""
+        metadata = self._metadata
+        bootstrap = ",".join(self.config.bootstrap_servers)
+        if metadata is None:
+            return f"the producer has no metadata (bootstrap.servers={bootstrap})"
+        if metadata.updates_total == 0:
+            failed = metadata.failed_updates_total
+            if failed == 0:
+                return (
+                    f"no broker answered: the metadata request to bootstrap server(s) {bootstrap} has had "
+                    f"no answer yet (request.timeout.ms={self.config.request_timeout_ms})"
+                )
+            return f"no broker answered: bootstrap server(s) {bootstrap} unreachable ({failed} attempt(s))"
+        code = metadata.topic_errors.get(topic)
+        if code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return "no such topic (the brokers answer UNKNOWN_TOPIC_OR_PARTITION): deleted, or never created"
+        if code is not None:
+            return f"the brokers answer {code.name} for it"
+        if metadata.last_successful_refresh_ms < metadata.last_refresh_ms:
+            known = ", ".join(f"{b.broker_id} at {b.host}:{b.port}" for b in metadata.brokers.values())
+            return f"the brokers stopped answering metadata requests (broker(s) {known or bootstrap})"
+        return "the brokers' metadata does not list it"
 
     def _hand_over(self) -> None:
         self._handover_scheduled = False

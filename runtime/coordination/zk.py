@@ -28,6 +28,13 @@ and the client's session internals, and works around each edge on purpose:
   ``ConnectionLossError``. A call waiting for a reconnection fails with ``SessionExpiredError`` if
   the session is lost meanwhile. Residual gap: a request already on the wire when the connection
   drops is resent by aiozk after reconnecting, even if that reconnection is a new session.
+* **A traceback per failed connection attempt.** aiozk logs every attempt that fails (an ensemble
+  that is down, at a broker's start) with ``logger.exception``, and retries with back-off forever.
+  The session's ``make_connection`` is ours: a failed attempt is one WARNING line naming the
+  server, the ensemble, the attempt and the error's class and message; ``start`` that runs out of
+  time says how many attempts failed and how the last one did. aiozk's other ``logger.exception``
+  calls (a connection lost while reading or writing) go through a filter that folds the exception
+  into the line: an expected network error is not a crash.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ from typing import Any
 
 import aiozk
 from aiozk import exc, protocol
+from aiozk.connection import Connection
 from aiozk.states import SessionStateMachine, States
 
 from runtime.clock import Clock, LoopClock
@@ -81,6 +89,8 @@ from runtime.coordination.zk_watches import WatchTable
 __all__ = ["ZkCoordinator"]
 
 _log = logging.getLogger("actorlog.runtime.coordination.zk")
+# The aiozk modules that log expected network errors with a traceback (module docstring).
+_AIOZK_LOGGERS = ("aiozk.session", "aiozk.connection")
 
 _CREATED = protocol.WatchEvent.CREATED
 _DELETED = protocol.WatchEvent.DELETED
@@ -111,6 +121,34 @@ class _NoStatCache(dict[str, Any]):
 
     def __setitem__(self, key: str, value: Any) -> None:
         return None
+
+
+class _OneLineExceptions(logging.Filter):
+    """Folds a record's exception into its message (``...: ErrorClass: message``) and drops the
+    traceback: aiozk logs expected network errors with ``logger.exception``."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.exc_info and record.exc_info[1] is not None:
+            error = record.exc_info[1]
+            record.msg = f"{record.getMessage()}: {_describe_error(error)}"
+            record.args = None
+            record.exc_info = None
+            record.exc_text = None
+        return True
+
+
+def _fold_aiozk_tracebacks() -> None:
+    """Installs ``_OneLineExceptions`` on aiozk's loggers, once per process (every coordinator
+    calls it; logger filters are process-wide)."""
+    for name in _AIOZK_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(each, _OneLineExceptions) for each in logger.filters):
+            logger.addFilter(_OneLineExceptions())
+
+
+def _describe_error(error: BaseException) -> str:
+    text = " ".join(str(error).split())
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
 def _split_connect_string(connect_string: str) -> tuple[str, str]:
@@ -174,6 +212,7 @@ class ZkCoordinator(Coordinator):
     ) -> None:
         servers, self._chroot = _split_connect_string(connect_string)
         self._connect_string = connect_string
+        self._servers = servers
         self._session_timeout_ms = session_timeout_ms
         # Kafka: zookeeper.connection.timeout.ms defaults to the session timeout.
         self._connection_timeout_ms = connection_timeout_ms or session_timeout_ms
@@ -183,6 +222,11 @@ class ZkCoordinator(Coordinator):
         self._client.stat_cache = _NoStatCache()
         session = self._client.session
         session.state = _ObservedStateMachine(session, self._on_aiozk_transition)
+        # aiozk's find_server loop calls this for every attempt (module docstring).
+        session.make_connection = self._make_connection
+        _fold_aiozk_tracebacks()
+        self._connect_attempts = 0
+        self._last_connect_error: str | None = None
         self._watchdog = SessionWatchdog()
         self._watches = WatchTable(session, _KINDS)
         self._state_waiters: list[asyncio.Future[None]] = []
@@ -209,9 +253,13 @@ class ZkCoordinator(Coordinator):
             self._closing = True
             await self._force_close_client()
             self._watchdog.transition(SessionState.CLOSED, None)
-            raise ConnectionLossError(
-                "start", self._connect_string, f"no session within {self._connection_timeout_ms} ms"
-            ) from None
+            reason = f"no session within {self._connection_timeout_ms} ms"
+            if self._last_connect_error is not None:
+                reason += (
+                    f" ({self._connect_attempts} connection attempt(s) failed, the last with "
+                    f"{self._last_connect_error})"
+                )
+            raise ConnectionLossError("start", self._connect_string, reason) from None
         if self._chroot:
             for each in [*ancestors(self._chroot), self._chroot]:
                 with contextlib.suppress(NodeExistsError):
@@ -235,6 +283,29 @@ class ZkCoordinator(Coordinator):
         if self._watchdog.state is not SessionState.CLOSED:
             self._watchdog.transition(SessionState.CLOSED, None)
         self._wake_state_waiters()
+
+    async def _make_connection(self, host: str, port: Any) -> Any:
+        """aiozk's ``Session.make_connection`` (one attempt; None when it failed, and aiozk's loop
+        tries again after its back-off), logging a failure as one line instead of a traceback."""
+        session = self._client.session
+        self._connect_attempts += 1
+        conn = Connection(host, port, watch_handler=session.event_dispatch, read_timeout=session.read_timeout)
+        try:
+            await conn.connect()
+        except Exception as error:  # noqa: BLE001 - as in aiozk: any failure is a failed attempt
+            self._last_connect_error = _describe_error(error)
+            _log.warning(
+                "ZooKeeper %s:%s unreachable (ensemble %s, attempt %d): %s",
+                host,
+                port,
+                self._servers,
+                self._connect_attempts,
+                self._last_connect_error,
+            )
+            return None
+        self._connect_attempts = 0
+        self._last_connect_error = None
+        return conn
 
     async def _force_close_client(self) -> None:
         """Tear aiozk's session down without the server's help (it may be unreachable)."""
