@@ -4,6 +4,8 @@ the code accepts appears in it (a key added to the code without documentation fa
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 from actors.clients.consumer.config import ConsumerConfig
@@ -12,7 +14,8 @@ from ops.cli.main import COMMANDS
 from ops.config import KNOWN_KEYS as BROKER_KEYS
 from runtime.storage.config import TOPIC_CONFIG_KEYS
 
-README = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+ROOT = Path(__file__).resolve().parents[2]
+README = (ROOT / "README.md").read_text()
 DOCUMENTED = set(re.findall(r"`([a-z0-9]+(?:\.[a-z0-9]+)*)`", README))
 
 
@@ -43,3 +46,46 @@ def test_the_quick_start_is_the_two_commands() -> None:
     quick_start = README.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert "make demo" in quick_start
     assert "make test" in quick_start
+
+
+def _performance_commands() -> list[str]:
+    section = README.split("\n## Performance\n", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("| ") and not line.startswith("| what")]
+    commands = []
+    for row in rows:
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        if set(cells[0]) <= {"-", " "}:
+            continue  # the header's separator line
+        found = re.findall(r"`((?:actorlog|make|python -m) [^`]+)`", row)
+        assert found, f"a performance figure without the command that produced it: {row}"
+        assert re.search(r"\d+ (B|KiB) records|no records", row), f"no record size: {row}"
+        commands.extend(found)
+    return commands
+
+
+def test_every_performance_figure_names_a_command_that_exists() -> None:
+    commands = _performance_commands()
+    assert len(commands) >= 8
+    makefile = (ROOT / "Makefile").read_text()
+    for command in commands:
+        words = command.split()
+        if words[0] == "make":
+            assert re.search(rf"^{re.escape(words[1])}:", makefile, re.MULTILINE), command
+            continue
+        subcommands = []
+        for word in words[1:] if words[0] == "actorlog" else words[3:]:
+            if word.startswith("-"):
+                break
+            subcommands.append(word)
+        program = ["-m", "ops", *subcommands] if words[0] == "actorlog" else words[1:3]
+        completed = subprocess.run(
+            [sys.executable, *program, "--help"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=ROOT,
+            check=False,
+        )
+        assert completed.returncode == 0, (program, completed.stderr)
+        for option in re.findall(r"(?<!\S)(--[a-z][a-z0-9-]*)", command):
+            assert option in completed.stdout, f"{' '.join(program)} has no {option}"
