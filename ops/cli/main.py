@@ -94,6 +94,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.flush()
     except BrokenPipeError:
         return _quiet_broken_pipe()
+    except KeyboardInterrupt:
+        # Ctrl-C outside any tool (between the tool's end and the process's): still one line.
+        print("actorlog: interrupted", file=sys.stderr)
+        return 130
     return status
 
 
@@ -108,23 +112,28 @@ def _dispatch(arguments: list[str]) -> int:
     if command not in COMMANDS:
         print(f"actorlog: unknown command {command!r}\n\n{_usage()}", file=sys.stderr)
         return 2
-    stops: _StopSignals | None = None
-    if command in CLIENT_TOOLS:
-        stops = _StopSignals(command)
-        stops.install()
-        _configure_client_logging(command, debug=debug)
+    if command not in CLIENT_TOOLS:
+        return _run(command, rest, None, debug=debug)
+    stops = _StopSignals(command)
+    stops.install()
+    restore_logging = _configure_client_logging(command, debug=debug)
+    try:
+        return _run(command, rest, stops, debug=debug)
+    finally:
+        # Called in-process (tests), the caller gets its handlers, loop policy and logging back;
+        # after a stop signal they stay: the process is ending, under the deadline.
+        if stops.received is None:
+            stops.uninstall()
+            restore_logging()
+
+
+def _run(command: str, rest: list[str], stops: _StopSignals | None, *, debug: bool) -> int:
     module_name, _ = COMMANDS[command]
     try:
         module = importlib.import_module(module_name)
-    except ModuleNotFoundError as error:
-        if error.name != module_name:
-            raise
-        print(f"actorlog: the {command!r} command is not available in this build", file=sys.stderr)
-        return 2
-    entry: Callable[[list[str]], int] = module.main
-    # argparse takes its program name from argv[0]: make help and errors say "actorlog <command>".
-    sys.argv[0] = f"actorlog {command}"
-    try:
+        entry: Callable[[list[str]], int] = module.main
+        # argparse takes its program name from argv[0]: make help and errors say "actorlog <command>".
+        sys.argv[0] = f"actorlog {command}"
         status = int(entry(rest))
     except BrokenPipeError:
         raise  # main's: quiet
@@ -135,6 +144,9 @@ def _dispatch(arguments: list[str]) -> int:
         print(f"actorlog {command}: interrupted", file=sys.stderr)
         return 130
     except Exception as error:  # whatever a tool did not expect is still one line
+        if isinstance(error, ModuleNotFoundError) and error.name == module_name:
+            print(f"actorlog: the {command!r} command is not available in this build", file=sys.stderr)
+            return 2
         if debug:
             raise
         if stops is not None and stops.received is not None:
@@ -154,6 +166,8 @@ def _quiet_broken_pipe() -> int:
     devnull = os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass  # stdout is not a file descriptor (called in-process): nothing flushes it at exit
     finally:
         os.close(devnull)
     return _BROKEN_PIPE_STATUS
@@ -179,17 +193,29 @@ class _OneLineFormatter(logging.Formatter):
         return self._prefix + text
 
 
-def _configure_client_logging(command: str, *, debug: bool) -> None:
+def _configure_client_logging(command: str, *, debug: bool) -> Callable[[], None]:
+    """Log records to stderr: one line each from ERROR up, or everything with ``--debug``.
+    Returns what puts the root logger back as it was."""
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+
+    def restore() -> None:
+        for each in list(root.handlers):
+            root.removeHandler(each)
+        for each in handlers:
+            root.addHandler(each)
+        root.setLevel(level)
+
     if debug:
         configure_logging("DEBUG", fmt="console")
-        return
+        return restore
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(_OneLineFormatter(command))
-    root = logging.getLogger()
-    for existing in list(root.handlers):
+    for existing in handlers:
         root.removeHandler(existing)
     root.addHandler(handler)
     root.setLevel(logging.ERROR)
+    return restore
 
 
 # ------------------------------------------------------------------------------- stop signals
@@ -207,6 +233,8 @@ class _StopSignals:
         # Set when the interpreter reaches its exit handlers: by then every non-daemon thread has
         # ended, so the process is as good as gone and the deadline has nothing left to cut.
         self._exiting = threading.Event()
+        self._previous: dict[signal.Signals, Any] = {}
+        self._previous_policy: asyncio.AbstractEventLoopPolicy | None = None
 
     @property
     def status(self) -> int:
@@ -214,10 +242,16 @@ class _StopSignals:
         return 128 + int(self.received)
 
     def install(self) -> None:
-        for number in _STOP_SIGNALS:
-            signal.signal(number, self.on_signal)
-        atexit.register(self._exiting.set)
+        self._previous = {number: signal.signal(number, self.on_signal) for number in _STOP_SIGNALS}
+        self._previous_policy = asyncio.get_event_loop_policy()
         asyncio.set_event_loop_policy(_ClientLoopPolicy(self))
+        atexit.register(self._exiting.set)
+
+    def uninstall(self) -> None:
+        asyncio.set_event_loop_policy(self._previous_policy)
+        for number, handler in self._previous.items():
+            signal.signal(number, handler)
+        atexit.unregister(self._exiting.set)
 
     def on_signal(self, number: int, frame: FrameType | None) -> None:
         """The process-level handler, run by the main thread between two bytecodes."""

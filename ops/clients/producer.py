@@ -332,7 +332,12 @@ class Producer:
         if self._buffered_bytes >= self.config.buffer_memory:
             await self._wait_for_space()
         metadata = self._metadata
-        if (metadata is None or metadata.topic_info(topic) is None) and self._can_wait_on_metadata(topic):
+        if (
+            type(topic) is str
+            and topic
+            and (metadata is None or metadata.topic_info(topic) is None)
+            and self._can_wait_on_metadata()
+        ):
             await self.partitions_for(topic)
         future = self.send_nowait(topic, value, key, partition, headers, timestamp_ms)
         if not self._chunk:
@@ -392,12 +397,11 @@ class Producer:
 
     # ------------------------------------------------------------------------------ internals
 
-    def _can_wait_on_metadata(self, topic: object) -> bool:
-        """Whether ``enqueue`` should wait for the topic: not when the record will be refused anyway
-        (closed producer, a topic that is not a name) — send_nowait says so at once."""
-        if self._closing or self._stopped_reason is not None or self._producer_ref is None:
-            return False
-        return type(topic) is str and bool(topic)
+    def _can_wait_on_metadata(self) -> bool:
+        """Whether ``enqueue`` should wait for a topic: not when the record will be refused anyway
+        (a closed or unstarted producer; the caller checks for a topic that is not a name) —
+        send_nowait says so at once."""
+        return not self._closing and self._stopped_reason is None and self._producer_ref is not None
 
     def _metadata_condition(self, topic: str) -> str:
         """Why ``topic`` is not in the metadata after max.block.ms, in the words a user acts on.

@@ -6,12 +6,16 @@
   topics within 1.5 s, with one line and status 130 / 143, while they wait on a "broker" that
   accepted their connection and never answers (the accepted connection is also the test's sign
   that the tool is running: no sleeping);
-* output into a pipe closed after one line ends the tool quietly with 141, no traceback.
+* output into a pipe closed after one line ends the tool quietly with 141, no traceback;
+* in-process: an error no tool expected is one line (``--debug``: the traceback), and a client tool
+  leaves the caller's signal handlers, event loop policy and logging as it found them.
 
 Every wait is bounded: a socket timeout on accept, ``timeout=`` on every process wait."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import os
 import random
 import re
@@ -24,6 +28,7 @@ from pathlib import Path
 
 import pytest
 
+from ops.cli.main import COMMANDS, main
 from ops.clients.connection import SECRET_ENV
 from runtime.clock import LoopClock
 from runtime.storage.config import LogConfig
@@ -186,3 +191,40 @@ def test_a_tool_whose_reader_goes_away_ends_quietly(tmp_path: Path) -> None:
     assert first == f"Dumping {segment}\n".encode()
     assert errors == ""
     assert process.returncode == 141
+
+
+# ------------------------------------------------------------------------------ in-process
+
+
+def test_an_error_no_tool_expected_is_one_line_and_debug_shows_the_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "failing_tool.py").write_text(
+        "def main(argv):\n    raise RuntimeError('the disk\\nis on fire')\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setitem(COMMANDS, "failing", ("failing_tool", "fails"))
+    assert main(["failing"]) == 1
+    assert capsys.readouterr().err == "actorlog failing: RuntimeError: the disk is on fire\n"
+    with pytest.raises(RuntimeError, match="the disk"):
+        main(["--debug", "failing"])
+
+
+def test_a_client_tool_run_in_process_leaves_handlers_policy_and_logging_as_it_found_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    root = logging.getLogger()
+
+    def state() -> tuple[object, ...]:
+        return (
+            signal.getsignal(signal.SIGINT),
+            signal.getsignal(signal.SIGTERM),
+            asyncio.get_event_loop_policy(),
+            list(root.handlers),
+            root.level,
+        )
+
+    before = state()
+    main(["dump-log", "--files", str(tmp_path / "00000000000000000000.log")])
+    capsys.readouterr()
+    assert state() == before
