@@ -31,7 +31,7 @@ from dataclasses import dataclass
 import aiohttp
 import orjson
 
-from actors.clients.producer.errors import ProducerError
+from actors.clients.producer.errors import ProducerError, ProducerTimeoutError
 from actors.common.errors import KafkaError
 from actors.common.types import TopicPartition
 from ops.clients.consumer import Consumer
@@ -132,7 +132,14 @@ class ProducerWriter:
             value = f"{self.name}-{number}"
             key = history_key(TopicPartition(self.topic, partition))
             operation = self.history.invoke(self.process, "send", [key, value])
-            future = await producer.enqueue(self.topic, value.encode(), partition=partition)
+            try:
+                future = await producer.enqueue(self.topic, value.encode(), partition=partition)
+            except ProducerTimeoutError:
+                # The topic's metadata did not come within max.block.ms: the record was never
+                # handed to the producer, so it was certainly not written.
+                operation.fail([key, [None, value]], error="max.block.ms")
+                self._slots.release()
+                continue
             self._pending.add(future)
             future.add_done_callback(functools.partial(self._completed, operation=operation))
         if self._pending:
