@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
 from runtime.storage.config import LogConfig
-from runtime.storage.fs import FileSystem, MemoryFileSystem
+from runtime.storage.fs import FileSystem
 from runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from runtime.storage.log_recovery import RecoveryKind
-from runtime.storage.os_fs import OsFileSystem
 from runtime.storage.topic_partition import TopicPartition
 from tests.unit.storage.helpers import append_values, values
 
@@ -28,14 +25,6 @@ ORDERS = TopicPartition("orders", 0)
 EVENTS = TopicPartition("events", 3)
 CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=100)
 RECORDS = 40
-
-
-@pytest.fixture(params=["memory", "os"])
-def log_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[FileSystem, str]]:
-    if request.param == "memory":
-        yield MemoryFileSystem(), "/data/kafka-logs"
-    else:
-        yield OsFileSystem(), str(tmp_path / "kafka-logs")
 
 
 def _open(fs: FileSystem, directory: str) -> LogManager:

@@ -3,28 +3,15 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from pathlib import Path
-
-import pytest
 
 from runtime.storage.config import LogConfig
-from runtime.storage.fs import FileSystem, MemoryFileSystem
+from runtime.storage.fs import FileSystem
 from runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, parse_partition_directory
-from runtime.storage.os_fs import OsFileSystem
 from runtime.storage.topic_partition import TopicPartition
 from tests.unit.storage.helpers import append_values, values
 
 ORDERS = TopicPartition("orders", 0)
 EVENTS = TopicPartition("user-events", 12)
-
-
-@pytest.fixture(params=["memory", "os"])
-def log_dir(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[FileSystem, str]]:
-    if request.param == "memory":
-        yield MemoryFileSystem(), "/data/kafka-logs"
-    else:
-        yield OsFileSystem(), str(tmp_path / "kafka-logs")
 
 
 def _open(fs: FileSystem, directory: str, **kwargs: object) -> LogManager:
