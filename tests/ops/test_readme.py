@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 from actors.clients.consumer.config import ConsumerConfig
@@ -89,3 +90,11 @@ def test_every_performance_figure_names_a_command_that_exists() -> None:
         assert completed.returncode == 0, (program, completed.stderr)
         for option in re.findall(r"(?<!\S)(--[a-z][a-z0-9-]*)", command):
             assert option in completed.stdout, f"{' '.join(program)} has no {option}"
+
+
+def test_the_package_metadata_uses_an_spdx_license_string() -> None:
+    """The table form of ``project.license`` is deprecated by setuptools (removal 2027-02-18) and
+    made every install print pages of warnings; an SPDX expression needs setuptools 77 or later."""
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert pyproject["project"]["license"] == "Apache-2.0"
+    assert "setuptools>=77" in pyproject["build-system"]["requires"]
