@@ -52,7 +52,7 @@ PROPERTIES = {
     "controlled.shutdown.retry.backoff.ms": "200",
 }
 TOPIC_CONFIG = {"segment.bytes": "4096", "min.insync.replicas": "2"}
-RECORDS_PER_BATCH = 10  # about 250 bytes a batch: some 16 batches, 160 records, a segment
+RECORDS_PER_BATCH = 40  # about 1,000 bytes a batch: some 4 batches, 160 records, a segment
 RECORDS_BEFORE = 2_000  # some 12 segments on the follower when it stops
 RECORDS_WHILE_DOWN = 500
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
