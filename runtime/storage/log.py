@@ -61,7 +61,7 @@ import posixpath
 import random
 from collections.abc import Iterator
 
-from runtime.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from runtime.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, EpochEntry, LeaderEpochCheckpointFile
 from runtime.storage.compression import CompressionType
 from runtime.storage.config import FlushPolicy, LogConfig
 from runtime.storage.errors import (
@@ -101,7 +101,7 @@ from runtime.storage.segment import LogSegment
 __all__ = ["FlushJob", "Log", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo", "LogStatistics"]
 # The value types live in log_types.py; they are re-exported here because they are the Log's API.
 
-_EPOCHS_MISSING = "no leader epoch entries (file missing or empty) although the log holds batches"
+_NO_EPOCHS = "no leader epoch entries (file missing or empty) although the log holds batches"
 _NONE = CompressionType.NONE  # read on every append: a module global is cheaper than an enum lookup
 
 
@@ -176,14 +176,10 @@ class Log:
         checkpoint = LeaderEpochCheckpointFile(fs, directory)
         try:
             entries = checkpoint.read()
-            epochs_damaged: str | None = None
-            if not entries:
-                # Missing, empty or without entries: damage only if the log holds batches with a
-                # leader epoch (every epoch is checkpointed before its first batch is written).
-                epochs_damaged = _EPOCHS_MISSING
+            epochs_damage: str | None = None
         except CorruptCheckpointError as error:
             # Only this partition is affected: its epochs are rebuilt from the batches below.
-            entries, epochs_damaged = [], str(error)
+            entries, epochs_damage = [], str(error)
         log.leader_epoch_cache = LeaderEpochCache(lambda: log._log_end_offset, checkpoint, entries=entries)
         loaded = load_segments(
             fs,
@@ -203,10 +199,10 @@ class Log:
         log._log_end_offset = loaded.log_end_offset
         log._recovery_point = loaded.recovery_point
         log._last_flush_ms = now_ms
-        if epochs_damaged is not None and (
-            epochs_damaged != "missing" or loaded.log_end_offset > log._bases[0]
-        ):
-            log._rebuild_leader_epochs(epochs_damaged, report)
+        # Missing, empty or without entries while the log holds batches is damage too if the batches
+        # carry leader epochs (every epoch is checkpointed before its first batch is written).
+        if epochs_damage is not None or (not entries and loaded.log_end_offset > log._bases[0]):
+            log._rebuild_leader_epochs(epochs_damage, report)
         epochs_before = log.leader_epoch_cache.entries
         log.leader_epoch_cache.truncate_from_end(log._log_end_offset)
         dropped = epochs_before[len(log.leader_epoch_cache.entries) :]
@@ -815,26 +811,29 @@ class Log:
         self.fs.fsync_dir(self.directory)
         self._directory_changes_synced = self._directory_changes
 
-    def _rebuild_leader_epochs(self, damage: str, report: RecoveryReport) -> None:
-        """The partition's ``leader-epoch-checkpoint`` could not be read: rebuild the cache from the
-        partition leader epochs in the batch headers (each epoch starts at its first batch)."""
-        cache = self.leader_epoch_cache
-        cache.clear_and_flush()
+    def _rebuild_leader_epochs(self, damage: str | None, report: RecoveryReport) -> None:
+        """The partition's ``leader-epoch-checkpoint`` could not be read (``damage``), or had no
+        entries for a log that holds batches (None): rebuild the cache from the partition leader
+        epochs in the batch headers (each epoch starts at its first batch)."""
+        found: list[EpochEntry] = []
         for base in self._bases:
             for _position, header in self._segments[base].iterate_headers():
                 epoch = header.partition_leader_epoch
-                latest = cache.latest_epoch
-                if epoch >= 0 and (latest is None or epoch > latest):
-                    cache.assign(epoch, header.base_offset)
+                if epoch >= 0 and (not found or epoch > found[-1].epoch):
+                    found.append(EpochEntry(epoch, header.base_offset))
+        if damage is None and not found:
+            return  # batches without a leader epoch (-1): the empty checkpoint was right
+        cache = self.leader_epoch_cache
+        cache.clear_and_flush()
+        for entry in found:
+            cache.assign(entry.epoch, entry.start_offset)
         rebuilt = ", ".join(f"{e.epoch} from offset {e.start_offset}" for e in cache.entries)
-        if damage == _EPOCHS_MISSING and not rebuilt:
-            return  # batches without a leader epoch (-1): there was nothing to checkpoint
         report.record(
             RecoveryAction(
                 RecoveryKind.CHECKPOINT_REBUILT,
                 posixpath.basename(self.directory),
                 posixpath.join(self.directory, LEADER_EPOCH_CHECKPOINT),
-                f"{damage}; rebuilt from the batch headers: epochs {rebuilt or 'none'}",
+                f"{damage or _NO_EPOCHS}; rebuilt from the batch headers: epochs {rebuilt or 'none'}",
             )
         )
 

@@ -207,18 +207,19 @@ def load_segments(
     # Kafka. Without a cut the checkpoint contradicts the log and is not trusted: records are never
     # deleted because a checkpoint says so.
     effective_log_start_offset = log_start_offset
-    if segments and segments[-1].read_next_offset() < log_start_offset:
-        first, end = segments[0].base_offset, segments[-1].read_next_offset()
-        checkpoint_path = posixpath.join(posixpath.dirname(directory), LOG_START_OFFSET_CHECKPOINT)
+    end = segments[-1].read_next_offset() if segments else log_start_offset
+    if end < log_start_offset:
+        first = segments[0].base_offset
         if loader.lost_records:
             loader.delete_below_log_start(segments, log_start_offset, end)
             segments = []
+            empty_start = log_start_offset
         else:
             report.record(
                 RecoveryAction(
                     RecoveryKind.CHECKPOINT_REBUILT,
                     partition,
-                    checkpoint_path,
+                    posixpath.join(posixpath.dirname(directory), LOG_START_OFFSET_CHECKPOINT),
                     f"log start offset {log_start_offset} is beyond the log end offset {end}, and nothing "
                     f"was cut: entry ignored, the log keeps offsets {first}..{end - 1}",
                 )
@@ -230,7 +231,7 @@ def load_segments(
         start = effective_log_start_offset
         if empty_start is not None:
             start = effective_log_start_offset = empty_start
-        elif loader.moved_bases and not loader.deleted_below_log_start:
+        elif loader.moved_bases:
             start = min(min(loader.moved_bases), start)
             effective_log_start_offset = start
         segments.append(
@@ -323,7 +324,6 @@ class _Loader:
         self.moved_bases: list[int] = []
         # Records the files held are not in the loaded log (a cut, or segments moved aside).
         self.lost_records = False
-        self.deleted_below_log_start = False
 
     def recover(self, segment: LogSegment, reason: str) -> int:
         size = segment.size
@@ -391,7 +391,6 @@ class _Loader:
                 if self.fs.exists(path):
                     self.fs.delete_file(path)
         self.changed = True
-        self.deleted_below_log_start = True
         self.report.record(
             RecoveryAction(
                 RecoveryKind.BYTES_TRUNCATED,

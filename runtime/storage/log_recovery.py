@@ -72,9 +72,6 @@ class RecoveryReport:
             extra={"tp": action.partition} if action.partition else None,
         )
 
-    def count(self, kind: RecoveryKind) -> int:
-        return sum(1 for action in self.actions if action.kind is kind)
-
     def counts(self) -> dict[str, int]:
         """Actions by kind (every kind present, 0 when none was taken)."""
         counts = dict.fromkeys((kind.value for kind in RecoveryKind), 0)
