@@ -51,7 +51,14 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from ops.rollup.schema import SNAPSHOT_ARROW_SCHEMA, SNAPSHOT_SUFFIX, TMP_SUFFIX
+from ops.rollup.schema import (
+    SNAPSHOT_ARROW_SCHEMA,
+    SNAPSHOT_SUFFIX,
+    STATE_CHANGE_ARROW_SCHEMA,
+    STATE_CHANGE_COLUMNS,
+    STATE_CHANGES_SUFFIX,
+    TMP_SUFFIX,
+)
 
 __all__ = [
     "BrokerEndpoint",
@@ -66,14 +73,19 @@ __all__ = [
     "parse_duration_ms",
     "parse_membership",
     "read_snapshots",
+    "read_state_changes",
     "rows_from_exposition",
     "rows_from_registry",
     "rows_to_table",
     "run_export",
     "snapshot_files",
     "snapshot_path",
+    "state_change_files",
+    "state_changes_path",
+    "state_changes_to_table",
     "write_registry_snapshot",
     "write_snapshot",
+    "write_state_changes",
 ]
 
 log = logging.getLogger(__name__)
@@ -245,10 +257,61 @@ def write_registry_snapshot(registry: CollectorRegistry, broker: str, out_dir: P
 
 
 def snapshot_files(directory: Path) -> list[Path]:
-    """The complete snapshot files under ``directory``, sorted; ``*.tmp`` leftovers are skipped."""
+    """The complete snapshot files under ``directory``, sorted; ``*.tmp`` leftovers and
+    state-change files are skipped."""
     if not directory.is_dir():
         return []
-    return sorted(path for path in directory.rglob("*" + SNAPSHOT_SUFFIX) if path.is_file())
+    return sorted(
+        path
+        for path in directory.rglob("*" + SNAPSHOT_SUFFIX)
+        if path.is_file() and not path.name.endswith(STATE_CHANGES_SUFFIX)
+    )
+
+
+# --- state-change files --------------------------------------------------------------------------
+
+
+def state_changes_path(out_dir: Path, broker: str, ts_ms: int) -> Path:
+    """``out_dir/date=YYYY-MM-DD/hour=HH/<broker>-<epoch_ms>.state-changes.parquet``."""
+    snapshot = snapshot_path(out_dir, broker, ts_ms)
+    return snapshot.with_name(f"{broker}-{ts_ms}{STATE_CHANGES_SUFFIX}")
+
+
+def state_changes_to_table(events: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """State-change events (the ``GET /v1/state-changes`` documents: ``ts`` in epoch ms, the other
+    keys named as the columns, absent keys null) as a table in ``STATE_CHANGE_ARROW_SCHEMA``."""
+    columns: dict[str, list[Any]] = {name: [] for name in STATE_CHANGE_COLUMNS}
+    for event in events:
+        for name in STATE_CHANGE_COLUMNS:
+            value = event.get(name)
+            if name == "ts":
+                value = datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+            elif name == "broker":
+                value = str(value)
+            columns[name].append(value)
+    return pa.table(columns, schema=STATE_CHANGE_ARROW_SCHEMA)
+
+
+def write_state_changes(events: Sequence[Mapping[str, Any]], out_dir: Path, broker: str, ts_ms: int) -> Path:
+    """Write one collection round's events of one broker as one Parquet file, atomically."""
+    if not events:
+        raise ValueError("a state-change file needs at least one event")
+    return write_table_atomically(state_changes_to_table(events), state_changes_path(out_dir, broker, ts_ms))
+
+
+def state_change_files(directory: Path) -> list[Path]:
+    """The complete state-change files under ``directory``, sorted."""
+    if not directory.is_dir():
+        return []
+    return sorted(path for path in directory.rglob("*" + STATE_CHANGES_SUFFIX) if path.is_file())
+
+
+def read_state_changes(directory: Path) -> pa.Table:
+    """Every complete state-change file under ``directory`` as one table (tests, small tools)."""
+    tables = [pq.read_table(path, schema=STATE_CHANGE_ARROW_SCHEMA) for path in state_change_files(directory)]
+    if not tables:
+        return STATE_CHANGE_ARROW_SCHEMA.empty_table()
+    return pa.concat_tables(tables)
 
 
 def read_snapshots(directory: Path) -> pa.Table:
