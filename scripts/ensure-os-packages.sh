@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Installs the OS packages actorlog needs on Debian/Ubuntu, only when they are missing:
 # a Java runtime (ZooKeeper and PySpark), ZooKeeper 3.8 (the coordination service),
-# Prometheus with promtool (dashboards and alert-rule tests), and curl (the README's JSON API
-# examples, which a test runs as written).
+# Prometheus with promtool (dashboards and alert-rule tests), curl (the README's JSON API
+# examples, which a test runs as written) and Chromium (a headless browser opens the rollup's
+# HTML report in tests/ops/test_report_browser.py; nothing downloads a browser of its own).
 # Runs apt-get update once, before the first install. Safe to run repeatedly.
 set -euo pipefail
 
@@ -14,6 +15,7 @@ fi
 command -v prometheus >/dev/null 2>&1 || missing+=(prometheus)
 command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v curl >/dev/null 2>&1 || missing+=(curl ca-certificates)
+[ -x /usr/bin/chromium ] || missing+=(chromium)
 
 if [ ${#missing[@]} -eq 0 ]; then
   exit 0
