@@ -285,7 +285,7 @@ def state_changes_to_table(events: Sequence[Mapping[str, Any]]) -> pa.Table:
         for name in STATE_CHANGE_COLUMNS:
             value = event.get(name)
             if name == "ts":
-                value = datetime.fromtimestamp(int(value) / 1000, tz=UTC)
+                value = datetime.fromtimestamp(int(event["ts"]) / 1000, tz=UTC)
             elif name == "broker":
                 value = str(value)
             columns[name].append(value)

@@ -33,6 +33,7 @@ from actors.server import zk_data
 from actors.server.admin.manager import AdminManagerActor
 from actors.server.broker import BrokerActor
 from actors.server.config import BrokerConfig
+from actors.server.state_changes import StateChangeLog
 from runtime.activity import Activity
 from runtime.clock import Clock, wait_ms
 from runtime.coordination.base import Coordinator
@@ -151,6 +152,8 @@ class BrokerNode:
     # Whether leaving runs Kafka's controlled shutdown first (config, unless the process is being
     # killed: a killed process asks nobody for anything).
     controlled_shutdown_enable: bool = True
+    # This process's ISR state-change events (GET /v1/state-changes, the snapshot files).
+    state_changes: StateChangeLog | None = None
 
 
 @contextlib.asynccontextmanager
@@ -197,6 +200,7 @@ async def broker_node_context(
         unclean_start=log_manager.unclean_start,
     )
     adapters.address_book.set(broker_node(config.broker_id), f"http://{host}:{port}")
+    state_changes = StateChangeLog(config.broker_id, incarnation=clock.wall_clock_ms())
     system = ActorSystem(
         broker_node(config.broker_id),
         clock=clock,
@@ -216,6 +220,7 @@ async def broker_node_context(
                     registration=registration,
                     address_book=adapters.address_book,
                     cluster_id=effective_cluster_id,
+                    state_changes=state_changes,
                 ),
                 # The broker actor holds what this broker hosts, its registration and its epochs:
                 # restarted empty it would serve nothing while ZooKeeper still names it leader.
@@ -238,12 +243,16 @@ async def broker_node_context(
                 controller = system.spawn(
                     CONTROLLER_ACTOR_NAME,
                     lambda: ControllerActor(
-                        config=config, coordinator=coordinator, address_book=adapters.address_book
+                        config=config,
+                        coordinator=coordinator,
+                        address_book=adapters.address_book,
+                        state_changes=state_changes,
                     ),
                 )
             node = BrokerNode(
                 config, system, log_manager, coordinator, broker, admin, adapters.address_book,
                 controller, controlled_shutdown_enable=config.controlled_shutdown_enable,
+                state_changes=state_changes,
             )  # fmt: skip
             try:
                 yield node

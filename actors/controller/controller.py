@@ -50,6 +50,7 @@ from actors.controller.logic import ControllerLogic, Script, Watched, WatchKind
 from actors.controller.requests import BrokerRequest
 from actors.server import zk_data
 from actors.server.config import BrokerConfig, ProtocolFault
+from actors.server.state_changes import StateChangeLog
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator, WatchEvent
@@ -219,8 +220,16 @@ class ControllerStatistics:
 
 
 class ControllerActor(Actor[ControllerMessage]):
-    def __init__(self, *, config: BrokerConfig, coordinator: Coordinator, address_book: AddressBook) -> None:
+    def __init__(
+        self,
+        *,
+        config: BrokerConfig,
+        coordinator: Coordinator,
+        address_book: AddressBook,
+        state_changes: StateChangeLog | None = None,
+    ) -> None:
         self.config = config
+        self.state_changes = state_changes
         self.broker_id = config.broker_id
         self.coordinator = coordinator
         self.address_book = address_book
@@ -381,6 +390,7 @@ class ControllerActor(Actor[ControllerMessage]):
                 session_id=lambda: self.coordinator.session_id,
             )
             self.logic.leader_election_seconds = self._leader_election_seconds
+            self.logic.state_changes = self.state_changes
             self.logic.elect_outside_isr = ProtocolFault.ELECT_OUTSIDE_ISR in self.config.protocol_faults
             return self.logic.elect()
         logic = self.logic

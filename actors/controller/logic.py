@@ -50,6 +50,7 @@ from actors.controller.state import (
     ReplicaMachineState,
 )
 from actors.server import zk_data
+from actors.server.state_changes import StateChange, StateChangeLog
 from actors.server.zk_data import TopicAssignment
 from runtime.coordination.base import CheckOp, CreateOp, SetDataOp, SetDataOpResult, Stat
 from runtime.coordination.errors import BadVersionError, CoordinationError, NodeExistsError, NoNodeError
@@ -113,6 +114,14 @@ class ElectionKind(enum.Enum):
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
 
 
+# The reason a state-change event gives for each kind of election (an unclean one says so).
+_ELECTION_REASONS = {
+    ElectionKind.OFFLINE: "broker_down",
+    ElectionKind.PREFERRED: "preferred",
+    ElectionKind.CONTROLLED_SHUTDOWN: "controlled_shutdown",
+}
+
+
 @dataclass(slots=True)
 class ElectionOutcome:
     elected: list[TopicPartition] = field(default_factory=list)
@@ -150,6 +159,8 @@ class ControllerLogic:
         # The simulation's negative control ProtocolFault.ELECT_OUTSIDE_ISR: every offline
         # election may pick a replica outside the ISR, as if unclean elections were enabled.
         self.elect_outside_isr = False
+        # Where state-change events go (the broker process's ring), if anywhere.
+        self.state_changes: StateChangeLog | None = None
 
     # --------------------------------------------------------------------------------- helpers
 
@@ -310,6 +321,7 @@ class ControllerLogic:
             if found is not None:
                 leadership = self._decode_state(tp, found)
                 if leadership is not None:
+                    self._learned(tp, leadership)
                     context.leadership[tp] = leadership
                     context.state_mzxid[tp] = found[1].mzxid
 
@@ -325,6 +337,42 @@ class ControllerLogic:
                     self.context.topic_configs[topic] = zk_data.decode_topic_config(topic, value[0])
                 except zk_data.ZkDataError as error:
                     _log.error("ignoring unreadable topic config for %s: %s", topic, error)
+
+    def _record(
+        self,
+        kind: str,
+        tp: TopicPartition,
+        leadership: LeaderIsrAndEpoch,
+        reason: str,
+        previous: LeaderIsrAndEpoch | None,
+    ) -> None:
+        """A state-change event (actors/server/state_changes.py) of a partition state this
+        controller wrote or read."""
+        if self.state_changes is None:
+            return
+        min_insync = self.context.topic_configs.get(tp.topic, {}).get("min.insync.replicas")
+        self.state_changes.record(
+            StateChange(
+                ts_ms=self._wall_clock_ms(),
+                kind=kind,
+                tp=tp,
+                leader=leadership.leader,
+                leader_epoch=leadership.leader_epoch,
+                zk_version=leadership.zk_version,
+                isr=tuple(leadership.isr),
+                previous_isr=None if previous is None else tuple(previous.isr),
+                replicas=tuple(self.context.replicas(tp)) or None,
+                min_insync_replicas=int(min_insync) if min_insync and min_insync.isdigit() else None,
+                reason=reason,
+            )
+        )
+
+    def _learned(self, tp: TopicPartition, read: LeaderIsrAndEpoch) -> None:
+        """A partition state read from ZooKeeper that this controller has not seen: a leader's ISR
+        change (it may have died before its own event was collected), or any state at failover."""
+        known = self.context.leadership.get(tp)
+        if known is None or (known.leader_epoch, known.zk_version) != (read.leader_epoch, read.zk_version):
+            self._record("state_learned", tp, read, "zookeeper", known)
 
     def _decode_state(self, tp: TopicPartition, found: tuple[bytes, Stat]) -> LeaderIsrAndEpoch | None:
         data, stat = found
@@ -514,7 +562,9 @@ class ControllerLogic:
         for broker_id, tps in sorted(by_broker.items()):
             yield from self._remove_replica_from_isr(broker_id, tps)
 
-    def _remove_replica_from_isr(self, broker_id: BrokerId, tps: list[TopicPartition]) -> Script:
+    def _remove_replica_from_isr(
+        self, broker_id: BrokerId, tps: list[TopicPartition], reason: str = "broker_down"
+    ) -> Script:
         context = self.context
 
         def change(tp: TopicPartition, current: LeaderIsrAndEpoch) -> LeaderIsrAndEpoch | None:
@@ -532,7 +582,7 @@ class ControllerLogic:
                 zk_version=current.zk_version,
             )
 
-        updated = yield from self._update_leadership(tps, change)
+        updated = yield from self._update_leadership(tps, change, "controller_isr_shrink", lambda _: reason)
         for tp, leadership in updated.items():
             if not leadership.has_leader and tp in context.partition_states:
                 context.partition_states[tp] = PartitionMachineState.OFFLINE
@@ -597,6 +647,7 @@ class ControllerLogic:
                 controller_epoch=context.controller_epoch,
                 zk_version=outcome.new_version or 0,
             )
+            self._record("leader_election", tp, leadership, "new_partition", None)
             context.leadership[tp] = leadership
             context.set_partition_state(tp, PartitionMachineState.ONLINE)
             for replica in context.replicas(tp):
@@ -660,7 +711,10 @@ class ControllerLogic:
                 zk_version=current.zk_version,
             )
 
-        updated = yield from self._update_leadership(partitions, change)
+        default_reason = _ELECTION_REASONS[kind]
+        updated = yield from self._update_leadership(
+            partitions, change, "leader_election", lambda tp: "unclean" if tp in unclean else default_reason
+        )
         for tp, leadership in updated.items():
             context.set_partition_state(tp, PartitionMachineState.ONLINE)
             self.batch.add_leader_and_isr(context, context.replicas(tp), tp, leadership)
@@ -682,6 +736,8 @@ class ControllerLogic:
         self,
         partitions: list[TopicPartition],
         change: Callable[[TopicPartition, LeaderIsrAndEpoch], LeaderIsrAndEpoch | None],
+        event_kind: str,
+        event_reason: Callable[[TopicPartition], str],
     ) -> Generator[Step, Any, dict[TopicPartition, LeaderIsrAndEpoch]]:
         """Read each partition's state znode, compute its change, write it conditionally (fenced);
         re-read and retry the ones another writer (a leader's ISR change) changed meanwhile, until
@@ -702,6 +758,7 @@ class ControllerLogic:
                 current = self._decode_state(tp, current_raw)
                 if current is None:
                     continue
+                self._learned(tp, current)
                 context.leadership[tp] = current
                 target = change(tp, current)
                 if target is None:
@@ -726,6 +783,7 @@ class ControllerLogic:
                         leader=target.leader, leader_epoch=target.leader_epoch, isr=target.isr,
                         controller_epoch=target.controller_epoch, zk_version=write.new_version,
                     )  # fmt: skip
+                    self._record(event_kind, tp, leadership, event_reason(tp), context.leadership.get(tp))
                     context.leadership[tp] = leadership
                     updated[tp] = leadership
                 elif write.error == "bad_version":
@@ -983,7 +1041,7 @@ class ControllerLogic:
     def _replicas_offline_for_shutdown(self, broker_id: BrokerId, tps: list[TopicPartition]) -> Script:
         for tp in tps:
             self.context.set_replica_state(tp, broker_id, ReplicaMachineState.OFFLINE)
-        yield from self._remove_replica_from_isr(broker_id, tps)
+        yield from self._remove_replica_from_isr(broker_id, tps, "controlled_shutdown")
 
     # --------------------------------------------------------------- preferred leader election
 

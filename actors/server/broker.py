@@ -84,7 +84,11 @@ from actors.server.broker_requests import (
 )
 from actors.server.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
 from actors.server.config import BrokerConfig, TopicPolicy
-from actors.server.isr_propagation import ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS, IsrChangePropagation
+from actors.server.isr_propagation import (
+    ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
+    IsrChangePropagation,
+    PropagationOutcome,
+)
 from actors.server.metadata_cache import MetadataCache
 from actors.server.registration import (
     BrokerRegistered,
@@ -107,6 +111,7 @@ from actors.server.replica.messages import (
     ReadRecords,
 )
 from actors.server.replica_manager import HostedPartitions, PartitionDeleted
+from actors.server.state_changes import StateChange, StateChangeLog
 from actors.server.topic_config_manager import (
     LoadTopicConfigs,
     TopicConfigChanged,
@@ -257,6 +262,7 @@ class BrokerActor(Actor[BrokerMessage]):
         address_book: AddressBook,
         topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
         cluster_id: str | None = None,
+        state_changes: StateChangeLog | None = None,
     ) -> None:
         """``topic_config``: a fixed lookup of each topic's settings (tests); without it the
         broker reads topic overrides from ZooKeeper through its ``topic-configs`` child.
@@ -275,7 +281,9 @@ class BrokerActor(Actor[BrokerMessage]):
             coordinator=coordinator,
             metadata=self.metadata,
             topic_config=topic_config or self._topic_settings_of,
+            state_changes=state_changes,
         )
+        self.state_changes = state_changes
         self._fixed_topic_config = topic_config is not None
         # Each topic's (policy, log config), as last read from ZooKeeper.
         self.topic_settings: dict[str, tuple[TopicPolicy, LogConfig]] = {}
@@ -295,6 +303,8 @@ class BrokerActor(Actor[BrokerMessage]):
         self.has_current_metadata = False
         self.state = BrokerState.STARTING
         self.propagation: IsrChangePropagation | None = None
+        # What the ISR change notification in flight carries (for its state-change event).
+        self._propagating: tuple[PropagationOutcome | None, tuple[TopicPartition, ...]] | None = None
         self.hw_checkpoint_started = False
         self._request_ids = itertools.count(1)
         self._checkpoints_in_flight: set[str] = set()
@@ -982,6 +992,7 @@ class BrokerActor(Actor[BrokerMessage]):
         check = propagation.check(ctx.now_ms)
         if not check.partitions:
             return
+        self._propagating = (check.outcome, tuple(sorted(check.partitions)))
         data = zk_data.encode_isr_change_notification(
             zk_data.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in check.partitions
         )
@@ -997,6 +1008,16 @@ class BrokerActor(Actor[BrokerMessage]):
         assert propagation is not None
         if message.error is None:
             propagation.propagated(ctx.now_ms)
+            if self.state_changes is not None and self._propagating is not None:
+                outcome, partitions = self._propagating
+                self.state_changes.record(
+                    StateChange(
+                        ts_ms=ctx.wall_clock_ms,
+                        kind="propagation",
+                        reason=None if outcome is None else outcome.value,
+                        partitions=partitions,
+                    )
+                )
         else:
             ctx.log.warning("could not write an ISR change notification: %r", message.error)
             propagation.failed()

@@ -48,6 +48,7 @@ from actors.server.replica.messages import (
     UpdateTopicConfig,
 )
 from actors.server.replica.partition import PartitionActor
+from actors.server.state_changes import StateChangeLog
 from runtime.context import Context
 from runtime.coordination.base import Coordinator
 from runtime.ref import ActorRef
@@ -97,9 +98,11 @@ class HostedPartitions:
         coordinator: Coordinator,
         metadata: MetadataCache,
         topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
+        state_changes: StateChangeLog | None = None,
     ) -> None:
         self.config = config
         self.broker_id = config.broker_id
+        self.state_changes = state_changes
         self.log_manager = log_manager
         self.coordinator = coordinator
         self.metadata = metadata
@@ -200,6 +203,7 @@ class HostedPartitions:
                     initial_role=initial_role,
                     # Every incarnation after the first is a supervisor restart.
                     restarted=next(incarnations) > 0,
+                    state_changes=self.state_changes,
                 ),
                 supervision=SupervisorStrategy.restart(),
             )

@@ -59,7 +59,7 @@ from actors.common.protocol import (
     ListOffsetsPartitionResponse,
     OffsetForLeaderEpochResult,
 )
-from actors.common.types import TopicPartition
+from actors.common.types import BrokerId, TopicPartition
 from actors.server import zk_data
 from actors.server.config import BrokerConfig, ProtocolFault
 from actors.server.replica import follower as follower
@@ -92,6 +92,7 @@ from actors.server.replica.partition_state import LeaderAndIsr, PartitionState
 from actors.server.replica.purgatory import DelayedProduce, ProducePurgatory
 from actors.server.replica.state_store import conditional_isr_write
 from actors.server.replica.statistics import PartitionCounters, PartitionStatistics
+from actors.server.state_changes import StateChange, StateChangeLog
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator
@@ -188,8 +189,10 @@ class PartitionActor(Actor[PartitionMessage]):
         broker: ActorRef,
         initial_role: Callable[[], BecomeLeader | BecomeFollower | CreateLog | None] | None = None,
         restarted: bool = False,
+        state_changes: StateChangeLog | None = None,
     ) -> None:
         self.tp = tp
+        self.state_changes = state_changes
         self._initial_role = initial_role
         self._restarted = restarted
         # While recovering (a leader restarted by its supervisor), the role waits for ZooKeeper.
@@ -850,6 +853,7 @@ class PartitionActor(Actor[PartitionMessage]):
                 ctx.log, str(self.tp), f"isr={previous_isr}", f"isr={list(proposal.isr)}",
                 "expand" if message.expanding else "shrink", zk_version=message.new_zk_version,
             )  # fmt: skip
+            self._record_isr_change(ctx, previous_isr, proposal, message.expanding, message.new_zk_version)
             ctx.tell(self.broker, IsrChangeRecorded(self.tp))
         else:
             state.abort_isr_change()
@@ -861,6 +865,47 @@ class PartitionActor(Actor[PartitionMessage]):
             )  # fmt: skip
         # Whatever happened, the ISR may now allow the HW to move (a shrink to just the leader).
         self._maybe_increment_high_watermark(ctx)
+
+    def _record_isr_change(
+        self,
+        ctx: Context[PartitionMessage],
+        previous_isr: list[BrokerId],
+        proposal: LeaderAndIsr,
+        expanding: bool,
+        zk_version: int,
+    ) -> None:
+        """The state-change event of a leader's own ISR write. A replica that left had either
+        fetched within ``replica.lag.time.max.ms`` without catching up (``lag``) or not fetched at
+        all (``fetch_stopped``)."""
+        if self.state_changes is None:
+            return
+        if expanding:
+            reason = "caught_up"
+        else:
+            removed = [b for b in previous_isr if b not in proposal.isr]
+            lag_max_ms = self.config.replica_lag_time_max_ms
+
+            def stopped(broker_id: BrokerId) -> bool:
+                replica = self.state.remote_replicas.get(broker_id)
+                last_fetch = None if replica is None else replica.last_fetch_time_ms
+                return last_fetch is None or ctx.now_ms - last_fetch > lag_max_ms
+
+            reason = "fetch_stopped" if removed and all(stopped(b) for b in removed) else "lag"
+        self.state_changes.record(
+            StateChange(
+                ts_ms=ctx.wall_clock_ms,
+                kind="isr_expand" if expanding else "isr_shrink",
+                tp=self.tp,
+                leader=self.config.broker_id,
+                leader_epoch=proposal.leader_epoch,
+                zk_version=zk_version,
+                isr=tuple(proposal.isr),
+                previous_isr=tuple(previous_isr),
+                replicas=tuple(self.state.assigned_replicas),
+                min_insync_replicas=self.policy.min_insync_replicas,
+                reason=reason,
+            )
+        )
 
     # ------------------------------------------------------------------------------------ HW
 
