@@ -449,6 +449,10 @@ async def fetch_membership(
 
 # --- the exporter -----------------------------------------------------------------------------
 
+# Pages of GET /v1/state-changes (10,000 events each) one round collects per broker at most; the
+# rest waits for the next round.
+_STATE_CHANGE_PAGES_PER_ROUND = 10
+
 
 @dataclass(frozen=True, slots=True)
 class RoundResult:
@@ -461,13 +465,18 @@ class RoundResult:
     samples: int
     failures: Mapping[int, str] = field(default_factory=dict)
     membership_note: str | None = None
+    state_changes: int = 0
+    # Events the brokers' rings dropped before this exporter collected them (lost).
+    state_changes_dropped: int = 0
 
     def line(self) -> str:
         instant = datetime.fromtimestamp(self.ts_ms / 1000, tz=UTC).isoformat(timespec="milliseconds")
         text = (
             f"round {self.number} at {instant.replace('+00:00', 'Z')}: {len(self.brokers)} brokers, "
-            f"{len(self.files)} files, {self.samples} samples"
+            f"{len(self.files)} files, {self.samples} samples, {self.state_changes} state changes"
         )
+        if self.state_changes_dropped:
+            text += f" ({self.state_changes_dropped} dropped before collection)"
         if self.failures:
             text += "; skipped " + ", ".join(
                 f"broker {b} ({why})" for b, why in sorted(self.failures.items())
@@ -504,6 +513,9 @@ class SnapshotExporter:
         self._now = now
         self._membership: ClusterMembership | None = None
         self._rounds = 0
+        # Per broker: the (incarnation, last sequence) of the state changes collected so far.
+        self._cursors: dict[int, tuple[int, int]] = {}
+        self._state_changes_refused: set[int] = set()
 
     @property
     def membership(self) -> ClusterMembership | None:
@@ -552,6 +564,57 @@ class SnapshotExporter:
         path = await asyncio.to_thread(write_snapshot, rows, self._out_dir)
         return path, len(rows)
 
+    async def _collect_state_changes(
+        self, endpoint: BrokerEndpoint, ts_ms: int
+    ) -> tuple[Path | None, int, int]:
+        """The broker's state-change events since the last round, written as one file; returns
+        (the file, events, events dropped before collection). A failure is logged and retried
+        next round from the same cursor, so nothing is collected twice or skipped."""
+        incarnation, since = self._cursors.get(endpoint.broker_id, (0, 0))
+        events: list[dict[str, Any]] = []
+        dropped = 0
+        try:
+            for _ in range(_STATE_CHANGE_PAGES_PER_ROUND):
+                async with self._session.get(
+                    f"{endpoint.base_url}/v1/state-changes",
+                    params={"since": str(since), "incarnation": str(incarnation)},
+                    timeout=aiohttp.ClientTimeout(total=self._timeout_s),
+                ) as response:
+                    if response.status in (401, 403, 404):
+                        if endpoint.broker_id not in self._state_changes_refused:
+                            self._state_changes_refused.add(endpoint.broker_id)
+                            log.warning(
+                                "broker %d refused GET /v1/state-changes (HTTP %d): no ISR history "
+                                "from it (does the exporter have the cluster's secret?)",
+                                endpoint.broker_id, response.status,
+                            )  # fmt: skip
+                        return None, 0, 0
+                    response.raise_for_status()
+                    page = orjson.loads(await response.read())
+                page_events = page["events"]
+                dropped += int(page["dropped"])
+                events.extend(page_events)
+                incarnation, since = int(page["incarnation"]), int(page["last_sequence"])
+                if not page_events:
+                    break
+        except (aiohttp.ClientError, TimeoutError, ValueError, KeyError, TypeError) as error:
+            log.warning("state changes of broker %d not collected: %s", endpoint.broker_id, _describe(error))
+            return None, 0, 0
+        if dropped:
+            log.warning(
+                "broker %d dropped %d state-change events before they were collected",
+                endpoint.broker_id,
+                dropped,
+            )
+        path = None
+        if events:
+            path = await asyncio.to_thread(
+                write_state_changes, events, self._out_dir, str(endpoint.broker_id), ts_ms
+            )
+        # Moved on only once written: a failed write collects the same events next round.
+        self._cursors[endpoint.broker_id] = (incarnation, since)
+        return path, len(events), dropped
+
     async def export_round(self) -> RoundResult:
         """Run one round. Raises ``MembershipError`` if no membership has ever been obtained."""
         now = self._now().astimezone(UTC)
@@ -562,16 +625,21 @@ class SnapshotExporter:
         failures: dict[int, str] = {}
         async with asyncio.TaskGroup() as group:
             tasks = [group.create_task(self._scrape_and_write(b, ts_ms, failures)) for b in brokers]
+            histories = [group.create_task(self._collect_state_changes(b, ts_ms)) for b in brokers]
         written = [result for task in tasks if (result := task.result()) is not None]
+        collected = [task.result() for task in histories]
         self._rounds += 1
         return RoundResult(
             number=self._rounds,
             ts_ms=ts_ms,
             brokers=tuple(endpoint.broker_id for endpoint in brokers),
-            files=tuple(path for path, _ in written),
+            files=tuple(path for path, _ in written)
+            + tuple(path for path, _, _ in collected if path is not None),
             samples=sum(count for _, count in written),
             failures=failures,
             membership_note=note,
+            state_changes=sum(count for _, count, _ in collected),
+            state_changes_dropped=sum(lost for _, _, lost in collected),
         )
 
 

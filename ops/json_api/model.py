@@ -233,6 +233,28 @@ def parse_read_query(query: Mapping[str, str]) -> ReadQuery:
     )
 
 
+@dataclass(frozen=True, slots=True)
+class StateChangesQuery:
+    since: int
+    incarnation: int | None
+    limit: int
+
+
+_STATE_CHANGES_PARAMETERS: Final = ("since", "incarnation", "limit")
+DEFAULT_STATE_CHANGES_LIMIT: Final = 10_000
+MAX_STATE_CHANGES_LIMIT: Final = 100_000
+
+
+def parse_state_changes_query(query: Mapping[str, str]) -> StateChangesQuery:
+    """``GET /v1/state-changes``: the events after sequence ``since`` of process ``incarnation``."""
+    reject_query(query, _STATE_CHANGES_PARAMETERS)
+    return StateChangesQuery(
+        since=_query_int(query, "since", 0, 0, _MAX_INT64),
+        incarnation=_query_int(query, "incarnation", None, 0, _MAX_INT64) if "incarnation" in query else None,
+        limit=_query_int(query, "limit", DEFAULT_STATE_CHANGES_LIMIT, 1, MAX_STATE_CHANGES_LIMIT),
+    )
+
+
 def _query_int(query: Mapping[str, str], name: str, default: int | None, low: int, high: int) -> int:
     raw = query.get(name)
     if raw is None:

@@ -4,6 +4,7 @@ Routes (all JSON; the ``/v1`` ones need ``Authorization: Bearer <internal.auth.s
 
     GET  /openapi.json                                          the OpenAPI 3.1 document (open)
     GET  /v1/cluster                                            cluster id, controller, brokers
+    GET  /v1/state-changes?since=&incarnation=&limit=           this broker's ISR state-change events
     GET  /v1/topics                                             topic names
     GET  /v1/topics/{topic}                                     partitions: leader, epoch, replicas, ISR
     GET  /v1/topics/{topic}/partitions/{partition}/offsets      log start offset and high watermark
@@ -105,6 +106,7 @@ from ops.json_api.model import (
     parse_partition,
     parse_produce_body,
     parse_read_query,
+    parse_state_changes_query,
     parse_topic,
     partition_of,
     produce_response,
@@ -217,6 +219,7 @@ class JsonApi:
         return [
             web.get("/openapi.json", self._openapi, allow_head=False),
             web.get("/v1/cluster", self._guard(self._cluster), allow_head=False),
+            web.get("/v1/state-changes", self._guard(self._state_changes), allow_head=False),
             web.get("/v1/topics", self._guard(self._topics), allow_head=False),
             web.get("/v1/topics/{topic}", self._guard(self._topic), allow_head=False),
             web.get(f"{partition}/offsets", self._guard(self._offsets), allow_head=False),
@@ -288,6 +291,14 @@ class JsonApi:
     async def _cluster(self, request: web.Request, node: BrokerNode) -> web.Response:
         reject_query(request.query)
         return _json(200, cluster_body(await self._metadata(node, ())))
+
+    async def _state_changes(self, request: web.Request, node: BrokerNode) -> web.Response:
+        query = parse_state_changes_query(request.query)
+        ring = node.state_changes
+        if ring is None:
+            raise ApiError.of(ErrorCode.BROKER_NOT_AVAILABLE, "this broker keeps no state-change events")
+        answer = ring.since(query.since, query.incarnation, query.limit)
+        return _json(200, answer.document())
 
     async def _topics(self, request: web.Request, node: BrokerNode) -> web.Response:
         reject_query(request.query)

@@ -15,11 +15,13 @@ from typing import Any, Final
 from ops.json_api.model import (
     DEFAULT_READ_MAX_BYTES,
     DEFAULT_READ_MAX_RECORDS,
+    DEFAULT_STATE_CHANGES_LIMIT,
     MAX_PRODUCE_TIMEOUT_MS,
     MAX_READ_MAX_BYTES,
     MAX_READ_MAX_RECORDS,
     MAX_READ_TIMEOUT_MS,
     MAX_RECORDS_PER_REQUEST,
+    MAX_STATE_CHANGES_LIMIT,
 )
 
 __all__ = ["API_VERSION", "openapi_document"]
@@ -104,6 +106,19 @@ _SCHEMAS: Final[dict[str, Schema]] = {
             "partition": _integer("Partition number.", 0),
             "log_start_offset": _integer("The first offset still in the log.", 0),
             "high_watermark": _integer("One past the last committed offset: reads stop here.", 0),
+        }
+    ),
+    "StateChanges": _object(
+        {
+            "broker": _integer("The broker that answered.", 0),
+            "incarnation": _integer("Its process's start time (epoch ms): sequences count within it.", 0),
+            "last_sequence": _integer("The sequence to ask after next time.", 0),
+            "dropped": _integer("Events after `since` the bounded ring no longer held (lost).", 0),
+            "events": {
+                "type": "array",
+                "description": "Oldest first; the columns of the rollup's state-change files.",
+                "items": {"type": "object"},
+            },
         }
     ),
     "Header": _object(
@@ -359,6 +374,28 @@ def _produce_operation(summary: str, description: str, operation_id: str) -> Sch
     }
 
 
+_STATE_CHANGES_PARAMETERS: Final = [
+    _query(
+        "since", "Answer the events after this sequence.", {"type": "integer", "minimum": 0, "default": 0}
+    ),
+    _query(
+        "incarnation",
+        "The incarnation `since` belongs to; another one (the process restarted) answers from the start.",
+        {"type": "integer", "minimum": 0},
+    ),
+    _query(
+        "limit",
+        "At most this many events.",
+        {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_STATE_CHANGES_LIMIT,
+            "default": DEFAULT_STATE_CHANGES_LIMIT,
+        },
+    ),
+]
+
+
 def openapi_document() -> dict[str, Any]:
     """A fresh copy of the document (callers may keep or change it)."""
     return copy.deepcopy(_document())
@@ -391,6 +428,20 @@ def _document() -> dict[str, Any]:
                     "operationId": "getCluster",
                     "responses": {
                         "200": _response("The cluster.", _ref("Cluster")),
+                        **_errors(400, *_COMMON_ERRORS),
+                    },
+                }
+            },
+            "/v1/state-changes": {
+                "get": {
+                    "summary": "This broker's ISR state-change events after a sequence",
+                    "description": "ISR shrinks and expands this broker made, the ISR change "
+                    "notifications it wrote and, on the controller, the partition states it wrote or "
+                    "learned; kept in a bounded ring (docs/operations.md §3).",
+                    "operationId": "getStateChanges",
+                    "parameters": _STATE_CHANGES_PARAMETERS,
+                    "responses": {
+                        "200": _response("The events.", _ref("StateChanges")),
                         **_errors(400, *_COMMON_ERRORS),
                     },
                 }

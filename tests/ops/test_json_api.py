@@ -39,7 +39,7 @@ from ops.wiring import BrokerNode
 from runtime.codec import WireEnvelope
 from runtime.transport.http import HttpServer
 from runtime.transport.sim import LinkFilter
-from tests.support.cluster import InProcessCluster
+from tests.support.cluster import InProcessCluster, batch
 
 pytestmark = pytest.mark.asyncio
 
@@ -460,6 +460,42 @@ async def test_cluster_topics_and_partitions(api: Api) -> None:
         (1, 2, 0, [2, 3, 1], [2, 3, 1]),
         (2, 3, 0, [3, 1, 2], [3, 1, 2]),
     ]
+
+
+async def test_state_changes_are_served_after_a_sequence(api: Api) -> None:
+    """GET /v1/state-changes: this broker's events after ``since``, its incarnation, what the ring
+    dropped; ``limit`` pages; another incarnation answers from the start; bad values are 400."""
+    # Broker 1 (serving the API) leads orders-0; cut off from broker 3, it drops 3 from the ISR.
+    tp = TopicPartition(ORDERS, 0)
+    cut = api.cluster.cut(1, 3)
+    produced = await api.cluster.produce(1, tp, batch(b"x"), acks=1)
+    assert produced.partitions[0].error_code is ErrorCode.NONE
+    await api.cluster.wait_for(lambda: 3 not in api.cluster.partition(1, tp).state.isr)
+    api.cluster.heal(cut)
+    everything = await api.call("GET", "/v1/state-changes")
+    assert everything.status == 200
+    body = everything.body
+    served_by = body["broker"]
+    assert body["dropped"] == 0
+    events = body["events"]
+    assert [(e["kind"], e["topic"], e["partition"], e["isr"]) for e in events] == [
+        ("isr_shrink", ORDERS, 0, [1, 2])
+    ]
+    assert [e["sequence"] for e in events] == list(range(1, len(events) + 1))
+    assert body["last_sequence"] == len(events)
+    assert {e["broker"] for e in events} == {str(served_by)}
+    assert events[0]["reason"] in ("lag", "fetch_stopped")
+    limited = await api.call("GET", "/v1/state-changes?since=0&limit=1")
+    assert limited.body["events"] == events
+    after = await api.call("GET", f"/v1/state-changes?since=1&incarnation={body['incarnation']}")
+    assert after.body["events"] == []
+    assert after.body["last_sequence"] == 1
+    restarted = await api.call("GET", f"/v1/state-changes?since=1&incarnation={body['incarnation'] + 1}")
+    assert restarted.body["events"] == events
+    for query in ("since=-1", "limit=0", "since=x", "offset=3"):
+        refused = await api.call("GET", f"/v1/state-changes?{query}")
+        assert refused.status == 400, query
+        assert refused.error == "INVALID_REQUEST"
 
 
 # ------------------------------------------------------------------------------ bad requests

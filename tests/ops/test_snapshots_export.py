@@ -25,6 +25,8 @@ import pytest
 import pytest_asyncio
 from aiohttp import web
 
+from actors.common.types import TopicPartition
+from actors.server.state_changes import StateChange, StateChangeLog
 from ops.cli.snapshots import main
 from ops.clients.connection import SECRET_ENV
 from ops.snapshots import (
@@ -34,8 +36,10 @@ from ops.snapshots import (
     SnapshotExporter,
     fetch_membership,
     read_snapshots,
+    read_state_changes,
     run_export,
     snapshot_path,
+    state_changes_path,
 )
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -61,6 +65,8 @@ class FakeCluster:
     texts: dict[int, str] = field(default_factory=dict)
     failing: set[int] = field(default_factory=set)
     runners: dict[int, web.AppRunner] = field(default_factory=dict)
+    # Each broker's state-change ring (the real one; a test replaces it to play a restart).
+    rings: dict[int, StateChangeLog] = field(default_factory=dict)
 
     def document(self) -> dict[str, object]:
         return {
@@ -86,8 +92,25 @@ class FakeCluster:
                 text=self.texts[broker_id], headers={"Content-Type": "text/plain; version=0.0.4"}
             )
 
+        async def state_changes(request: web.Request) -> web.Response:
+            if request.headers.get("Authorization") != f"Bearer {SECRET}":
+                return web.json_response({"error": "SASL_AUTHENTICATION_FAILED"}, status=401)
+            ring = self.rings[broker_id]
+            answer = ring.since(
+                int(request.query["since"]),
+                int(request.query["incarnation"]),
+                int(request.query.get("limit", "3")),
+            )
+            return web.json_response(answer.document())
+
         app = web.Application()
-        app.add_routes([web.get("/v1/cluster", cluster), web.get("/metrics", metrics)])
+        app.add_routes(
+            [
+                web.get("/v1/cluster", cluster),
+                web.get("/metrics", metrics),
+                web.get("/v1/state-changes", state_changes),
+            ]
+        )
         runner = web.AppRunner(app)
         await runner.setup()
         site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -95,6 +118,7 @@ class FakeCluster:
         self.ports[broker_id] = runner.addresses[0][1]
         self.runners[broker_id] = runner
         self.texts[broker_id] = _exposition(broker_id, 0)
+        self.rings[broker_id] = StateChangeLog(broker_id, incarnation=1_000)
         self.members.add(broker_id)
 
     async def stop_broker(self, broker_id: int) -> None:
@@ -167,6 +191,52 @@ async def test_exporter_follows_membership_changes_between_rounds(
     assert shrinks == {("1", t1): 0.0, ("2", t1): 0.0, ("1", t2): 5.0, ("3", t2): 0.0}
     assert {r["type"] for r in rows if r["metric"] == "kafka_server_kafkaserver_brokerstate"} == {"gauge"}
     assert (first.samples, second.samples) == (4, 4)
+
+
+def _shrink(ts_ms: int, zk_version: int) -> StateChange:
+    return StateChange(
+        ts_ms=ts_ms, kind="isr_shrink", tp=TopicPartition("orders", 0), leader=1, leader_epoch=0,
+        zk_version=zk_version, isr=(1, 2), previous_isr=(1, 2, 3), replicas=(1, 2, 3), reason="lag",
+    )  # fmt: skip
+
+
+@pytest.mark.asyncio
+async def test_state_changes_are_collected_once_each_across_pages_restarts_and_overflow(
+    cluster: FakeCluster, session: aiohttp.ClientSession, tmp_path: Path
+) -> None:
+    """Every event reaches exactly one file: the cursor moves per broker and incarnation, pages of
+    the fake's 3-event limit are followed, a restarted broker is read from its start, and events
+    the ring dropped before collection are counted."""
+    await cluster.start_broker(1)
+    exporter = _exporter(session, [cluster.bootstrap(1)], tmp_path)
+    for version in range(1, 6):
+        cluster.rings[1].record(_shrink(1_000 + version, version))
+    first = await exporter.export_round()
+    assert first.state_changes == 5
+    assert state_changes_path(tmp_path, "1", _ms(START)) in first.files
+    assert "5 state changes" in first.line()
+    second = await exporter.export_round()
+    assert second.state_changes == 0
+    # A restart: a new incarnation, its sequences from 1 again, in a ring of 2 that overflowed.
+    cluster.rings[1] = StateChangeLog(1, incarnation=2_000, capacity=2)
+    for version in range(6, 10):
+        cluster.rings[1].record(_shrink(2_000 + version, version))
+    third = await exporter.export_round()
+    assert (third.state_changes, third.state_changes_dropped) == (2, 2)
+    assert "(2 dropped before collection)" in third.line()
+    rows = read_state_changes(tmp_path).to_pylist()
+    assert sorted((r["incarnation"], r["sequence"], r["zk_version"]) for r in rows) == [
+        (1_000, 1, 1), (1_000, 2, 2), (1_000, 3, 3), (1_000, 4, 4), (1_000, 5, 5),
+        (2_000, 3, 8), (2_000, 4, 9),
+    ]  # fmt: skip
+    assert {(r["broker"], r["kind"], r["topic"], r["reason"]) for r in rows} == {
+        ("1", "isr_shrink", "orders", "lag")
+    }
+    assert all(r["isr"] == [1, 2] and r["previous_isr"] == [1, 2, 3] for r in rows)
+    # The snapshot reader never mistakes a state-change file for a scrape.
+    assert {r["metric"] for r in read_snapshots(tmp_path).to_pylist()} >= {
+        "kafka_server_kafkaserver_brokerstate"
+    }
 
 
 @pytest.mark.asyncio
