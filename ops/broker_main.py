@@ -40,6 +40,7 @@ from aiohttp import web
 
 from actors.server.broker import BrokerActor
 from actors.server.fetcher.replica_fetcher import FetchPhase, ReplicaFetcherActor
+from actors.server.state_changes import StateChangeLog
 from ops.broker_metrics import broker_metric_families, collect_node
 from ops.codec import wire_codec
 from ops.config import BrokerSettings, load_broker_settings
@@ -206,7 +207,9 @@ async def run_broker(
             )
             _log.info("broker %d started", config.broker_id)
             snapshots = (
-                asyncio.ensure_future(_write_own_snapshots(settings, metrics, clock, stop))
+                asyncio.ensure_future(
+                    _write_own_snapshots(settings, metrics, clock, stop, node.state_changes)
+                )
                 if settings.metrics_snapshot_dir
                 else None
             )
@@ -245,22 +248,36 @@ async def _open_session_unless_stopped(coordinator: ZkCoordinator, stop: asyncio
 
 
 async def _write_own_snapshots(
-    settings: BrokerSettings, metrics: NodeMetrics, clock: LoopClock, stop: asyncio.Event
+    settings: BrokerSettings,
+    metrics: NodeMetrics,
+    clock: LoopClock,
+    stop: asyncio.Event,
+    state_changes: StateChangeLog | None,
 ) -> None:
     """``metrics.snapshot.dir``: every ``metrics.snapshot.interval.ms`` this broker writes its own
-    metric snapshot file (the exporter's format, for the rollup). The registry is collected on
-    the event loop (collectors read actor state); the write, which fsyncs, runs in a thread."""
+    metric snapshot file (the exporter's format, for the rollup) and the state-change events
+    recorded since the previous one. The registry and the events are collected on the event loop
+    (they are actor state); the writes, which fsync, run in a thread."""
     # Imported here: pyarrow is only loaded by brokers that write snapshots.
-    from ops.snapshots import rows_from_registry, write_snapshot
+    from ops.snapshots import rows_from_registry, write_snapshot, write_state_changes
 
     directory = Path(str(settings.metrics_snapshot_dir))
     broker = str(settings.broker.broker_id)
     interval_s = settings.metrics_snapshot_interval_ms / 1000
 
+    written_up_to = 0
+
     async def write_one() -> None:
-        rows = rows_from_registry(metrics.registry, broker, clock.wall_clock_ms())
+        nonlocal written_up_to
+        ts_ms = clock.wall_clock_ms()
+        rows = rows_from_registry(metrics.registry, broker, ts_ms)
+        events = state_changes.since(written_up_to) if state_changes is not None else None
         try:
             await asyncio.to_thread(write_snapshot, rows, directory)
+            if events is not None and events.events:
+                document = events.document()["events"]
+                await asyncio.to_thread(write_state_changes, document, directory, broker, ts_ms)
+                written_up_to = events.last_sequence
         except OSError as error:
             _log.warning("metric snapshot not written to %s: %s", directory, error)
 
