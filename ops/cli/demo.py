@@ -7,7 +7,10 @@
 4. a leader is killed (SIGKILL): the controller elects another within the ZooKeeper session
    timeout; the broker is restarted and rejoins as a follower;
 5. traffic stops; everything acknowledged is read back (per partition, in order, no duplicates);
-6. the PySpark rollup runs over the snapshots and prints its summary and report path;
+6. the PySpark rollup runs over the snapshots and prints its summary and report path; the demo
+   then checks the rollup against its own timeline (``demo_reconcile.py``): each ISR state it saw
+   appear has an interval in the rollup starting within a second of it, and the ISR shrinks and
+   expands its metrics counted are the rollup's state-change events; a disagreement fails the demo;
 7. everything stops; nothing is left running.
 
 Every wait is on an event (a ZooKeeper watch on a partition state znode) with a timeout; the
@@ -26,7 +29,7 @@ import signal
 import subprocess
 import sys
 from collections import defaultdict
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +39,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from actors.clients.producer.protocol import RecordMetadata
 from actors.common.errors import KafkaError
 from actors.common.types import TopicPartition
+from ops.cli.demo_reconcile import Observation, reconcile
 from ops.clients.admin import Admin
 from ops.clients.consumer import Consumer
 from ops.clients.producer import Producer
@@ -66,6 +70,20 @@ class Timeline:
     clock: LoopClock
     started_ms: int
     events: list[tuple[float, str, list[str]]] = field(default_factory=list)
+    # The ISR states the demo watched appear, for the check against the rollup.
+    observations: list[Observation] = field(default_factory=list)
+    started_wall_ms: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.started_wall_ms = self.clock.wall_clock_ms() - (self.clock.now_ms() - self.started_ms)
+
+    def observe(
+        self, what: str, tp: TopicPartition, isr: Sequence[int], *, leader_epoch: int | None = None
+    ) -> None:
+        """Note an ISR state the demo just saw in ZooKeeper (its watch fired now)."""
+        self.observations.append(
+            Observation(what, tp.topic, tp.partition, tuple(isr), self.clock.wall_clock_ms(), leader_epoch)
+        )
 
     def now(self) -> int:
         return self.clock.now_ms()
@@ -297,9 +315,10 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
             f"{traffic.failed} failed (each failure was reported to its sender)",
         )
         lost, duplicates, read = await _read_back(cluster, traffic)
+        final = await metrics.scrape()
         timeline.add(
             f"read back {read} records: {lost} acknowledged records lost, {duplicates} duplicated",
-            [(await metrics.scrape()).describe()],
+            [final.describe()],
         )
         await _pause(clock, 2_500)  # one more snapshot round after the last event
         stop_export.set()
@@ -317,7 +336,26 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
     code = 0 if lost == 0 and duplicates == 0 else 1
     if rollup:
         code = max(code, _rollup(data_dir))
+        if code == 0:
+            counted = {"isr_shrink": round(final.isr_shrinks), "isr_expand": round(final.isr_expands)}
+            code = _check_against_rollup(data_dir / "rollup", timeline, counted)
     return code
+
+
+def _check_against_rollup(out: Path, timeline: Timeline, counted: dict[str, int]) -> int:
+    """Print the rollup's intervals beside the timeline's observations; 1 if anything disagrees."""
+    import pyarrow.parquet as pq  # here: only a demo that ran the rollup reads its tables
+
+    intervals = pq.read_table(out / "tables" / "isr_intervals").to_pylist()
+    totals = pq.read_table(out / "tables" / "state_change_totals").to_pylist()
+    result = reconcile(timeline.observations, intervals, counted, totals, timeline.started_wall_ms)
+    print("\nThe timeline against the rollup (ISR intervals from the brokers' state-change events):")
+    for line in result.lines:
+        print(f"  {line}")
+    if not result.agreed:
+        print("the rollup disagrees with what the demo saw", file=sys.stderr)
+        return 1
+    return 0
 
 
 async def _pause(clock: LoopClock, ms: int) -> None:
@@ -364,6 +402,7 @@ async def _stall_and_resume(
         cluster.admin, tp, lambda s: follower not in s.isr, timeout_s=LAG_MS * 3 / 1000
     )
     seen = timeline.now()
+    timeline.observe(f"ISR of {tp} shrank to {list(shrunk.isr)}", tp, shrunk.isr)
     timeline.add(
         at_ms=seen,
         title=f"ISR of {tp} shrank to {list(shrunk.isr)} (replica.lag.time.max.ms = {LAG_MS} ms); "
@@ -377,6 +416,7 @@ async def _stall_and_resume(
     timeline.add(f"broker {follower} resumed (SIGCONT): it catches up")
     expanded = await wait_for_partition_state(cluster.admin, tp, lambda s: follower in s.isr, timeout_s=60)
     seen = timeline.now()
+    timeline.observe(f"ISR of {tp} expanded to {list(expanded.isr)}", tp, expanded.isr)
     view = await metrics.settled(lambda m: m.isr_expands > before.isr_expands)
     timeline.add(f"ISR of {tp} expanded to {list(expanded.isr)}", [view.describe()], at_ms=seen)
     # Leaders tell the controller about ISR changes through /isr_change_notification, at most
@@ -408,6 +448,13 @@ async def _kill_a_leader(
         cluster.admin, tp, lambda s: s.leader not in (victim, -1), timeout_s=(SESSION_MS + 15_000) / 1000
     )
     seen = timeline.now()
+    timeline.observe(
+        f"broker {elected.leader} elected leader of {tp} "
+        f"(epoch {elected.leader_epoch}), ISR {list(elected.isr)}",
+        tp,
+        elected.isr,
+        leader_epoch=elected.leader_epoch,
+    )
     timeline.add(
         at_ms=seen,
         title=f"controller elected broker {elected.leader} leader of {tp} "
@@ -422,6 +469,7 @@ async def _kill_a_leader(
     timeline.add(f"broker {victim} restarted")
     rejoined = await wait_for_partition_state(cluster.admin, tp, lambda s: victim in s.isr, timeout_s=60)
     seen = timeline.now()
+    timeline.observe(f"broker {victim} rejoined the ISR of {tp}: {list(rejoined.isr)}", tp, rejoined.isr)
     timeline.add(
         f"broker {victim} caught up and rejoined the ISR of {tp}: {list(rejoined.isr)}",
         [(await metrics.scrape()).describe()],
