@@ -1,7 +1,7 @@
 """ISR state-change events: what a broker changed or learned about partition states, in order.
 
 What it owns: the ``StateChange`` value and the ``StateChangeLog``, the bounded in-memory ring a
-broker process keeps of them (docs/operations.md §3). The partition actors of a broker record their
+broker process keeps of them (docs/operations.md §5). The partition actors of a broker record their
 own ISR writes (``isr_shrink``, ``isr_expand``), the broker records its ISR change notifications
 (``propagation``), the controller running on that broker records what it wrote (``leader_election``,
 ``controller_isr_shrink``) and the partition states it read that it had not seen (``state_learned``:

@@ -437,7 +437,7 @@ def _document() -> dict[str, Any]:
                     "summary": "This broker's ISR state-change events after a sequence",
                     "description": "ISR shrinks and expands this broker made, the ISR change "
                     "notifications it wrote and, on the controller, the partition states it wrote or "
-                    "learned; kept in a bounded ring (docs/operations.md §3).",
+                    "learned; kept in a bounded ring (docs/operations.md §5).",
                     "operationId": "getStateChanges",
                     "parameters": _STATE_CHANGES_PARAMETERS,
                     "responses": {

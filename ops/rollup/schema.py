@@ -22,7 +22,7 @@ ending in a digit and ``.parquet`` (``SNAPSHOT_GLOB``); the Spark reader does so
 
 State-change files sit beside them, ``DIR/date=YYYY-MM-DD/hour=HH/<broker>-<epoch_ms>.state-changes.parquet``
 (``STATE_CHANGES_GLOB``; the snapshot glob never matches them), one row per ISR state change a
-broker made or learned (docs/operations.md §3):
+broker made or learned (docs/operations.md §5):
 
 ===================  ==========================  ==================================================
 column               type                        meaning
