@@ -381,8 +381,9 @@ def _lane(row: Row) -> tuple[str, int]:
 
 
 def interval_state(row: Row) -> str:
-    """``no_leader``, ``under_min_isr``, ``under_replicated`` or ``full``: the worst that applies."""
-    if int(row["leader"]) < 0:
+    """``no_leader``, ``under_min_isr``, ``under_replicated`` or ``full``: the worst that applies
+    (an unknown leader, replica list or min ISR counts as neither)."""
+    if row.get("leader") is not None and int(row["leader"]) < 0:
         return "no_leader"
     if row.get("under_min_isr"):
         return "under_min_isr"
@@ -445,7 +446,7 @@ def _isr_timeline(
         bars.setdefault((position, interval_state(row)), []).append((start, width))
         if width >= 0.04 * span_days:
             replicas = row.get("replicas")
-            size = len(row["isr"])
+            size = len(row.get("isr") or [])
             text = f"{size}/{len(replicas)}" if replicas else str(size)
             labels.append((start + width / 2, position, text))
     for (position, state), spans in bars.items():

@@ -472,6 +472,8 @@ def test_interval_state_is_the_worst_that_applies() -> None:
     assert interval_state(interval("t", 0, 0, 1, [1])) == "under_min_isr"
     assert interval_state(interval("t", 0, 0, 1, [1], min_isr=None)) == "under_replicated"
     assert interval_state(interval("t", 0, 0, 1, [1], leader=-1)) == "no_leader"
+    unknown = interval("t", 0, 0, 1, [1]) | {"leader": None, "under_replicated": None, "under_min_isr": None}
+    assert interval_state(unknown) == "full"
 
 
 def test_timeline_shows_the_partitions_with_the_most_under_replicated_time_in_name_order() -> None:
