@@ -17,9 +17,23 @@ partition_windows      per partition and window: ISR min/max and changes, second
 broker_windows         per broker and window: ISR churn, propagation outcomes, pending changes,
                        offline partitions, elections, latency quantiles, bytes
 cluster_windows        per window: the broker numbers summed, histograms pooled across brokers
-flap_cycles            one row per ISR shrink undone within --flap-span
+flap_cycles            one row per ISR shrink undone within --flap-span (from the ISR intervals
+                       when there are state-change events, else from the ISR size gauges)
 flapping_partitions    partitions ranked by flap cycles
+isr_intervals          per partition state held over time (state-change events): ISR, leader,
+                       epoch, replicas, under-replicated / under min ISR, cause, removed, added
+partition_isr_totals   per partition: observed / under-replicated / under min ISR seconds,
+                       shrinks, expands, elections, flap cycles, longest under-replicated run
+topic_isr_totals       per topic: the partition totals summed, and the number of partitions
+incidents              stretches with any partition under-replicated: partitions, replicas out,
+                       reasons, duration to full ISR
+propagation_delays     per leader ISR change: the ISR change notification that carried it, delay
+state_change_totals    events per recording broker and kind (exact duplicates dropped)
 =====================  ===================================================================
+
+The event tables come from the ``*.state-changes.parquet`` files beside the snapshots
+(``isr_history``); a snapshot directory without any is rolled up as before and those tables are
+written empty (with their columns). Their horizon is the latest snapshot or event (or ``--as-of``).
 
 Exit codes: 0 done; 2 no input (no snapshot files, or none holding a metric the rollup reads) or
 bad arguments; 1 Spark failed (one line with Spark's message; the stage is the last progress line).
@@ -41,16 +55,30 @@ from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
+from ops.rollup import isr_history, report, transforms
 from ops.rollup import metrics as M
-from ops.rollup import report, transforms
-from ops.rollup.schema import SNAPSHOT_GLOB, snapshot_struct_type
+from ops.rollup.schema import (
+    SNAPSHOT_GLOB,
+    STATE_CHANGES_GLOB,
+    snapshot_struct_type,
+    state_change_struct_type,
+)
 from ops.rollup.session import build_session, plan_session
 from ops.rollup.transforms import RollupParameters, TumblingWindow
-from ops.snapshots import parse_duration_ms, snapshot_files
+from ops.snapshots import parse_duration_ms, snapshot_files, state_change_files
 
-__all__ = ["TABLES", "RollupOptions", "main", "run_rollup"]
+__all__ = ["HISTORY_TABLES", "TABLES", "RollupOptions", "RollupResult", "main", "rollup", "run_rollup"]
 
 PROG = "actorlog rollup"
+# The tables built from the state-change events (``isr_history``).
+HISTORY_TABLES = (
+    "isr_intervals",
+    "partition_isr_totals",
+    "topic_isr_totals",
+    "incidents",
+    "propagation_delays",
+    "state_change_totals",
+)
 TABLES = (
     "counter_windows",
     "histogram_windows",
@@ -60,6 +88,7 @@ TABLES = (
     "cluster_windows",
     "flap_cycles",
     "flapping_partitions",
+    *HISTORY_TABLES,
 )
 _T = TypeVar("_T")
 
@@ -74,6 +103,18 @@ class RollupOptions:
     scrape_interval_ms: int = 10_000
     as_of_ms: int | None = None
     top: int = 10
+
+
+@dataclass(frozen=True, slots=True)
+class RollupResult:
+    """What a run produced for the terminal: the report's summary and the ISR history's lines."""
+
+    summary: report.Summary
+    history_lines: tuple[str, ...]
+
+    def lines(self) -> list[str]:
+        """The summary's lines, then the ISR history's (printed by ``actorlog rollup``)."""
+        return [*report.summary_lines(self.summary), *self.history_lines]
 
 
 class NoInputError(Exception):
@@ -107,6 +148,18 @@ def _read_snapshots(spark: SparkSession, directory: Path) -> DataFrame:
     )
 
 
+def _read_state_changes(spark: SparkSession, directory: Path) -> DataFrame:
+    """The state-change files beside the snapshots (an empty frame with their columns when none)."""
+    if not state_change_files(directory):
+        return spark.createDataFrame([], state_change_struct_type())
+    # The same rule as the snapshots: only complete ``*.state-changes.parquet`` names are read.
+    return (
+        spark.read.schema(state_change_struct_type())
+        .option("pathGlobFilter", STATE_CHANGES_GLOB)
+        .parquet(str(directory))
+    )
+
+
 def _write_table(frame: DataFrame, out: Path, name: str, partition_by_window: bool) -> None:
     writer = frame.write.mode("overwrite")
     if partition_by_window:
@@ -124,6 +177,11 @@ def _rows(frame: DataFrame) -> list[dict[str, Any]]:
 
 def run_rollup(spark: SparkSession, options: RollupOptions, progress: Progress) -> report.Summary:
     """Read, transform, write; returns the summary (raises ``NoInputError`` when there is no input)."""
+    return rollup(spark, options, progress).summary
+
+
+def rollup(spark: SparkSession, options: RollupOptions, progress: Progress) -> RollupResult:
+    """``run_rollup``, also returning the ISR history's summary lines."""
     files = snapshot_files(options.snapshots)
     if not files:
         raise NoInputError(f"no snapshot files (*.parquet) under {options.snapshots}")
@@ -164,6 +222,24 @@ def run_rollup(spark: SparkSession, options: RollupOptions, progress: Progress) 
         "metrics",
         f"{len(present)} of {len(M.rollup_sample_names())} rollup metrics present, "
         f"{_iso(earliest_ms)} .. {_iso(as_of_ms)} (as of)",
+    )
+
+    raw_events = _read_state_changes(spark, options.snapshots)
+    if options.as_of_ms is not None:
+        raw_events = raw_events.where(F.col("ts") <= F.timestamp_millis(F.lit(options.as_of_ms)))
+    events = isr_history.prepare_events(raw_events).cache()
+    event_meta = _single(events.agg(F.count(F.lit(1)).alias("events"), F.max("ts_ms").alias("latest")))
+    event_count, latest_event = int(event_meta["events"]), event_meta["latest"]
+    # The ISR history's horizon: the end of observation, by scrape or by event.
+    horizon_ms = options.as_of_ms
+    if horizon_ms is None:
+        horizon_ms = as_of_ms if latest_event is None else max(as_of_ms, int(latest_event))
+    event_files = len(state_change_files(options.snapshots))
+    progress.stage(
+        "events",
+        f"{event_count:,} state-change events in {event_files:,} files (history to {_iso(horizon_ms)})"
+        if event_count
+        else "no state-change events: the ISR history tables stay empty",
     )
 
     interval = options.scrape_interval_ms
@@ -219,7 +295,14 @@ def run_rollup(spark: SparkSession, options: RollupOptions, progress: Progress) 
         _write_table(transforms.union_all(frames), options.out, name, partition_by_window=True)
         progress.stage(f"wrote {name}", f"{_read_table(spark, options.out, name).count():,} rows")
 
-    cycles = transforms.flap_cycles(timeline, options.flap_span_ms)
+    intervals_written = _write_history(spark, options, events, horizon_ms, progress)
+    if intervals_written:
+        # Events say exactly when each ISR changed: flapping comes from them, not from the gauges.
+        cycles = isr_history.flap_cycles(
+            _read_table(spark, options.out, "isr_intervals"), options.flap_span_ms
+        )
+    else:
+        cycles = transforms.flap_cycles(timeline, options.flap_span_ms)
     _write_table(cycles, options.out, "flap_cycles", partition_by_window=False)
     _write_table(
         transforms.flapping_partitions(_read_table(spark, options.out, "flap_cycles")),
@@ -228,7 +311,10 @@ def run_rollup(spark: SparkSession, options: RollupOptions, progress: Progress) 
         partition_by_window=False,
     )
     flapping = _read_table(spark, options.out, "flapping_partitions")
-    progress.stage("wrote flapping tables", f"{flapping.count():,} flapping partitions")
+    progress.stage(
+        "wrote flapping tables",
+        f"{flapping.count():,} flapping partitions (from {'events' if intervals_written else 'gauges'})",
+    )
 
     smallest = min(options.windows, key=lambda w: w.ms)
     # Times travel to the report as epoch milliseconds: collected timestamps would be naive datetimes
@@ -267,9 +353,124 @@ def run_rollup(spark: SparkSession, options: RollupOptions, progress: Progress) 
         report_path=options.out / "report" / "index.html",
         top=options.top,
     )
-    report.write_report(options.out / "report", summary, cluster, broker_rows, top)
+    history_lines = _history_lines(spark, options, event_count, horizon_ms)
+    # The event rows are per partition state and per change (thousands a day, not per sample).
+    report.write_report(
+        options.out / "report",
+        summary,
+        cluster,
+        broker_rows,
+        top,
+        intervals=_rows(_read_table(spark, options.out, "isr_intervals")),
+        incidents=_rows(_read_table(spark, options.out, "incidents").orderBy("incident")),
+        propagation_delays=_rows(_read_table(spark, options.out, "propagation_delays")),
+        state_changes=_rows(
+            events.orderBy("ts_ms", "broker", "incarnation", "sequence").select(
+                "ts_ms", "broker", "kind", "topic", "partition", "reason"
+            )
+        ),
+    )
     progress.stage("report", str(options.out / "report" / "index.html"))
-    return summary
+    return RollupResult(summary=summary, history_lines=tuple(history_lines))
+
+
+def _write_history(
+    spark: SparkSession, options: RollupOptions, events: DataFrame, horizon_ms: int, progress: Progress
+) -> int:
+    """Write the ISR history tables (empty, with their columns, when there are no events).
+
+    Each table is built from the ones already written (small Parquet reads), not recomputed from
+    the events. Returns the number of ISR intervals.
+    """
+    out = options.out
+
+    def write(name: str, frame: DataFrame) -> int:
+        _write_table(frame, out, name, partition_by_window=False)
+        rows = _read_table(spark, out, name).count()
+        progress.stage(f"wrote {name}", f"{rows:,} rows")
+        return rows
+
+    write("state_change_totals", isr_history.state_change_totals(events))
+    intervals = write("isr_intervals", isr_history.isr_intervals(events, horizon_ms))
+    written = _read_table(spark, out, "isr_intervals")
+    write("partition_isr_totals", isr_history.partition_isr_totals(written, options.flap_span_ms))
+    write("topic_isr_totals", isr_history.topic_isr_totals(_read_table(spark, out, "partition_isr_totals")))
+    write("incidents", isr_history.incidents(written))
+    write("propagation_delays", isr_history.propagation_delays(events, horizon_ms))
+    return intervals
+
+
+def _history_lines(
+    spark: SparkSession, options: RollupOptions, event_count: int, horizon_ms: int
+) -> list[str]:
+    """The ISR history's summary lines, from the tables ``_write_history`` wrote."""
+    if event_count == 0:
+        return [f"ISR history: no state-change events under {options.snapshots}"]
+    out = options.out
+    brokers = sorted(
+        r["broker"]
+        for r in _read_table(spark, out, "state_change_totals").select("broker").distinct().collect()
+    )
+    totals = _single(
+        _read_table(spark, out, "partition_isr_totals").agg(
+            *[
+                F.sum(column).alias(column)
+                for column in (
+                    "shrinks",
+                    "expands",
+                    "elections",
+                    "under_replicated_seconds",
+                    "under_min_isr_seconds",
+                )
+            ]
+        )
+    )
+    stretches = _single(
+        _read_table(spark, out, "incidents").agg(
+            F.count(F.lit(1)).alias("count"),
+            F.max("duration_seconds").alias("longest"),
+            F.count(F.when(F.col("open"), 1)).alias("open"),
+        )
+    )
+    delays = _single(
+        _read_table(spark, out, "propagation_delays").agg(
+            F.count(F.lit(1)).alias("changes"),
+            F.count("delay_seconds").alias("propagated"),
+            F.median("delay_seconds").alias("median"),
+            F.max("delay_seconds").alias("max"),
+        )
+    )
+    incident_count = int(stretches["count"])
+    longest = f", longest {_amount(stretches['longest'], ' s')}" if incident_count else ""
+    still_open = f", {int(stretches['open'])} open at the end" if stretches["open"] else ""
+    unpropagated = int(delays["changes"]) - int(delays["propagated"])
+    return [
+        f"ISR history from {event_count:,} state-change events of {len(brokers)} brokers "
+        f"({', '.join(brokers)}) up to {_iso(horizon_ms)}: {_amount(totals['shrinks'])} shrinks, "
+        f"{_amount(totals['expands'])} expands, {_amount(totals['elections'])} leader elections",
+        f"ISR history: {_amount(totals['under_replicated_seconds'], ' s')} under-replicated and "
+        f"{_amount(totals['under_min_isr_seconds'], ' s')} under min ISR (partition-seconds); "
+        f"{incident_count:,} incident{'' if incident_count == 1 else 's'}{longest}{still_open}",
+        f"ISR change propagation (events): median {_amount(delays['median'], ' s')}, "
+        f"max {_amount(delays['max'], ' s')} over {int(delays['propagated']):,} leader ISR changes"
+        + (f" ({unpropagated:,} not propagated by the end)" if unpropagated else ""),
+    ]
+
+
+def _single(aggregate: DataFrame) -> dict[str, Any]:
+    """The one row of a global aggregate."""
+    row = aggregate.first()
+    if row is None:  # a global aggregate always has a row; this keeps the types honest
+        raise RuntimeError("a global aggregate returned no row")
+    return row.asDict()
+
+
+def _amount(value: float | None, unit: str = "") -> str:
+    """A number as the summary prints it (``n/a`` when unknown)."""
+    if value is None:
+        return "n/a"
+    text = f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.1f}"
+    return text + unit
 
 
 def _histogram_names() -> list[str]:
@@ -419,7 +620,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     spark = build_session(plan)
     progress.stage("spark", f"master {spark.sparkContext.master}, Spark {spark.version}")
     try:
-        summary = run_rollup(spark, options, progress)
+        result = rollup(spark, options, progress)
     except NoInputError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
@@ -431,7 +632,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spark.catalog.clearCache()
         if owned:
             spark.stop()
-    for line in report.summary_lines(summary):
+    for line in result.lines():
         print(line)
     return 0
 

@@ -15,6 +15,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyspark
 import pytest
@@ -26,9 +27,16 @@ from pyspark.sql import functions as F
 
 from ops.rollup import job
 from ops.rollup import metrics as M
-from ops.rollup.report import PLOTS
+from ops.rollup.report import EVENT_PLOTS, PLOTS
 from ops.rollup.schema import SNAPSHOT_ARROW_SCHEMA, snapshot_struct_type
-from ops.snapshots import SnapshotRow, read_snapshots, write_registry_snapshot, write_snapshot
+from ops.snapshots import (
+    SnapshotRow,
+    read_snapshots,
+    state_changes_path,
+    write_registry_snapshot,
+    write_snapshot,
+    write_state_changes,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z
@@ -172,11 +180,16 @@ def test_rollup_job_writes_tables_summary_and_report(
     assert summary[4].startswith("partitions: max 1 offline, ")
     assert summary[5] == "top flapping partitions: t-0 (2 cycles), t-1 (1 cycle)"
     assert summary[6].startswith("missing from the snapshots (")
-    assert summary[-1] == f"report: {out / 'report' / 'index.html'}"
+    assert summary[7] == f"report: {out / 'report' / 'index.html'}"
+    # A snapshot directory from before brokers recorded state changes: one line says so.
+    assert summary[8:] == [f"ISR history: no state-change events under {snapshots}"]
 
     # Tables: Parquet under OUT/tables/<name>, windowed ones partitioned by window.
     for name in job.TABLES:
         assert (out / "tables" / name).is_dir(), name
+    for name in job.HISTORY_TABLES:  # written empty, with their columns
+        assert spark.read.parquet(str(out / "tables" / name)).count() == 0, name
+    assert "start_ms" in spark.read.parquet(str(out / "tables" / "isr_intervals")).columns
     cluster = spark.read.parquet(str(out / "tables" / "cluster_windows"))
     assert sorted(r["window"] for r in cluster.select("window").distinct().collect()) == ["1m", "2m"]
     one_minute = cluster.where(F.col("window") == "1m")
@@ -200,6 +213,128 @@ def test_rollup_job_writes_tables_summary_and_report(
         assert (out / "report" / plot).stat().st_size > 1000
     assert page.count('src="data:image/png;base64,') == len(PLOTS)
     assert "<td>t-0</td>" in page
+
+
+def write_cluster_state_changes(directory: Path) -> None:
+    """The ISR changes of ``write_cluster_snapshots`` as the brokers record them, in the exporter's
+    files (one per broker per 10 s collection round).
+
+    t-0 (leader 1) shrinks at 45 s and 115 s and is back 10 s later each time; broker 2 restarts
+    (a new incarnation) and, leading t-1, shrinks it at 105 s, back at 145 s; broker 1, the
+    controller, created both partitions and read t-1's shrink at 107 s. One round of broker 1 is
+    collected twice, and a torn file is left behind.
+    """
+    one, two = 1_767_000_000_000, 1_767_225_700_000  # incarnations (process start times)
+    sequences: dict[tuple[str, int], int] = {}
+    events: list[dict[str, object]] = []
+
+    def event(
+        seconds: int, broker: str, incarnation: int, kind: str, partition: int | None, **fields: object
+    ) -> None:
+        sequences[(broker, incarnation)] = sequences.get((broker, incarnation), 0) + 1
+        topic = None if partition is None else "t"
+        events.append(
+            {"ts": T0 + seconds * 1000, "broker": broker, "incarnation": incarnation,
+             "sequence": sequences[(broker, incarnation)], "kind": kind, "topic": topic,
+             "partition": partition, **fields}
+        )  # fmt: skip
+
+    for partition, replicas in ((0, [1, 2, 3]), (1, [2, 3, 1])):
+        event(0, "1", one, "leader_election", partition, leader=replicas[0], leader_epoch=0, zk_version=0,
+              isr=replicas, replicas=replicas, min_insync_replicas=2, reason="new_partition")  # fmt: skip
+    for start, version in ((45, 1), (115, 3)):
+        event(start, "1", one, "isr_shrink", 0, leader=1, leader_epoch=0, zk_version=version, isr=[1, 2],
+              previous_isr=[1, 2, 3], reason="lag")  # fmt: skip
+        event(start + 10, "1", one, "isr_expand", 0, leader=1, leader_epoch=0, zk_version=version + 1,
+              isr=[1, 2, 3], previous_isr=[1, 2], reason="caught_up")  # fmt: skip
+        event(start + 15, "1", one, "propagation", None, partitions=["t-0"], reason="written")
+    event(105, "2", two, "isr_shrink", 1, leader=2, leader_epoch=0, zk_version=1, isr=[2, 3],
+          previous_isr=[2, 3, 1], reason="fetch_stopped")  # fmt: skip
+    event(107, "1", one, "state_learned", 1, leader=2, leader_epoch=0, zk_version=1, isr=[2, 3],
+          replicas=[2, 3, 1], min_insync_replicas=2, reason="zookeeper")  # fmt: skip
+    event(145, "2", two, "isr_expand", 1, leader=2, leader_epoch=0, zk_version=2, isr=[2, 3, 1],
+          previous_isr=[2, 3], reason="caught_up")  # fmt: skip
+    event(150, "2", two, "propagation", None, partitions=["t-1"], reason="written")
+    rounds: dict[tuple[str, int], list[dict[str, object]]] = {}
+    for e in events:
+        collected = T0 + -(-(int(str(e["ts"])) - T0) // 10_000) * 10_000
+        rounds.setdefault((str(e["broker"]), collected), []).append(e)
+    for (broker, collected), batch in rounds.items():
+        write_state_changes(batch, directory, broker, collected)
+    write_state_changes(rounds[("1", T0 + 60_000)], directory, "1", T0 + 60_001)  # collected twice
+    torn = state_changes_path(directory, "2", T0 + 200_000).with_suffix(".parquet.tmp")
+    torn.write_bytes(b"PAR1 torn")
+
+
+@pytest.mark.spark
+def test_rollup_job_builds_the_isr_history_from_state_change_files(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    snapshots, out = tmp_path / "snapshots", tmp_path / "out"
+    write_cluster_snapshots(snapshots)
+    write_cluster_state_changes(snapshots)
+
+    code = job.main(
+        ["--snapshots", str(snapshots), "--out", str(out), "--window", "1m", "--shuffle-partitions", "2",
+         "--flap-span", "1m", "--top", "3"]
+    )  # fmt: skip
+
+    printed = capsys.readouterr().out.splitlines()
+    assert code == 0
+    assert any("] events: 12 state-change events in " in line for line in printed)
+    assert "top flapping partitions: t-0 (2 cycles), t-1 (1 cycle)" in printed
+    # Six leader changes propagated after 15, 5, 15, 5, 45 and 5 s: the median is 10 s.
+    assert printed[-3:] == [
+        "ISR history from 12 state-change events of 2 brokers (1, 2) up to 2026-01-01T00:04:00Z: "
+        "3 shrinks, 3 expands, 2 leader elections",
+        "ISR history: 60 s under-replicated and 0 s under min ISR (partition-seconds); "
+        "2 incidents, longest 40 s",
+        "ISR change propagation (events): median 10 s, max 45 s over 6 leader ISR changes",
+    ]
+
+    def table(name: str) -> list[dict[str, Any]]:
+        return [row.asDict() for row in spark.read.parquet(str(out / "tables" / name)).collect()]
+
+    def offset(ts_ms: int) -> int:
+        return (ts_ms - T0) // 1000
+
+    intervals = sorted(
+        (r["partition"], offset(r["start_ms"]), offset(r["end_ms"]), r["open"], r["under_replicated"])
+        for r in table("isr_intervals")
+    )
+    assert intervals == [
+        (0, 0, 45, False, False), (0, 45, 55, False, True), (0, 55, 115, False, False),
+        (0, 115, 125, False, True), (0, 125, 240, True, False),
+        (1, 0, 105, False, False), (1, 105, 145, False, True), (1, 145, 240, True, False),
+    ]  # fmt: skip
+    incidents = sorted(
+        (r["incident"], offset(r["start_ms"]), offset(r["end_ms"]), r["partitions"])
+        for r in table("incidents")
+    )
+    assert incidents == [(1, 45, 55, ["t-0"]), (2, 105, 145, ["t-0", "t-1"])]
+    totals = {(r["broker"], r["kind"]): r["events"] for r in table("state_change_totals")}
+    # The round collected twice (t-0's expand at 55 s, its propagation at 60 s) counts once.
+    assert (totals[("1", "isr_expand")], totals[("1", "propagation")]) == (2, 2)
+    assert sorted(
+        (r["topic"], r["partitions"], r["shrinks"], r["flap_cycles"]) for r in table("topic_isr_totals")
+    ) == [("t", 2, 3, 3)]
+    # Flapping now comes from the events: t-0 shrank at 45 s (the gauges saw it at the 50 s scrape).
+    cycles = sorted((r["partition"], r["shrink_at"].timestamp() - T0 / 1000) for r in table("flap_cycles"))
+    assert cycles == [(0, 45.0), (0, 115.0), (1, 105.0)]
+    # The report draws the event rows the job handed it.
+    for plot in EVENT_PLOTS:
+        assert (out / "report" / plot).stat().st_size > 1000, plot
+    delays = sorted(
+        (r["partition"], offset(r["change_ms"]), r["delay_seconds"]) for r in table("propagation_delays")
+    )
+    assert delays == [
+        (0, 45, 15.0),
+        (0, 55, 5.0),
+        (0, 115, 15.0),
+        (0, 125, 5.0),
+        (1, 105, 45.0),
+        (1, 145, 5.0),
+    ]
 
 
 @pytest.mark.spark
