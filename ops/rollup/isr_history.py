@@ -30,8 +30,11 @@ Rules:
   event did not say).
 * **Counting.** A **shrink** is an interval whose ISR is smaller than the previous one (more
   replicas removed than added), an **expand** one whose ISR is larger; an **election** an interval
-  whose ``leader_epoch`` is larger than the previous interval's, or a partition's first interval
-  when it was recorded as a ``leader_election``. Shrinks include the controller's
+  recorded as a ``leader_election``, or one whose ``leader_epoch`` is larger than the previous
+  interval's with another (real, >= 0) leader (a state only the controller's reads know). The
+  controller also bumps the epoch when it removes a dead broker from an ISR
+  (``controller_isr_shrink``, the leader unchanged or none): that is not an election. Shrinks
+  include the controller's
   (``controller_isr_shrink``); a broker's ``isrshrinks_total`` counter only counts its own
   (``isr_shrink``), which ``state_change_totals`` counts per broker and kind.
 * **Flapping.** The ISR sizes of the intervals form the same timeline as the gauges' (``transforms.
@@ -302,10 +305,13 @@ def partition_isr_totals(intervals: DataFrame, flap_span_ms: int) -> DataFrame:
     ordered by topic and partition.
     """
     ordered = _partition_order()
-    previous_epoch = F.lag("leader_epoch").over(ordered)
-    elected = F.when(previous_epoch.isNull(), F.col("cause_kind") == F.lit("leader_election")).otherwise(
-        F.col("leader_epoch") > previous_epoch
+    leader = F.col("leader")
+    new_leader = (
+        (F.col("leader_epoch") > F.lag("leader_epoch").over(ordered))
+        & (leader >= 0)
+        & ~leader.eqNullSafe(F.lag("leader").over(ordered))
     )
+    elected = (F.col("cause_kind") == F.lit("leader_election")) | F.coalesce(new_leader, F.lit(False))
     duration = _duration_ms()
     per_partition = (
         intervals.withColumn("elected", elected)

@@ -80,12 +80,13 @@ def events_frame(spark: SparkSession, rows: Sequence[dict[str, Any]]) -> DataFra
 def story() -> list[dict[str, Any]]:
     """Three partitions of topic ``t``; broker 2 is the controller; the horizon is 60 s.
 
-    t-0 (replicas 1,2,3, min ISR 2): created at 0 s; leader 1 drops 3 at 10 s (collected twice, and
-    learned by the controller at 13 s); 2 leaves at 25 s, a write only known from the controllers'
-    reads (25 s and, after a failover, 27 s); back to full at 40 s; broker 1 dies and the controller
-    elects 2 at 52 s. t-1 (leader 3): its first event is a shrink at 35 s that names no replicas
-    (the controller's read of the same state at 36 s does), full again at 45 s. t-2 (leader 2, two
-    replicas, min ISR 1): 3 out from 45 s to 48 s. Propagations test the matching: same broker,
+    t-0 (replicas 1,2,3, min ISR 2): created at 0 s; leader 1 drops 3 at 10 s (collected twice,
+    and learned by the controller, whose clock is behind, at "9 s"); 2 leaves at 25 s, a write only
+    known from the controllers' reads (25 s and, after a failover, 27 s); back to full at 40 s;
+    broker 1 dies and the controller elects 2 at 52 s. t-1 (leader 3): its first event is a shrink
+    at 35 s that names no replicas (the controller's read of the same state at 36 s does), full
+    again at 45 s, 1 removed by the controller at 52 s. t-2 (leader 2, two replicas, min ISR 1): 3
+    out from 45 s to 48 s. Propagations test the matching: same broker,
     same incarnation, the partition named, at or after the change, before the horizon.
     """
     log = EventLog()
@@ -96,7 +97,7 @@ def story() -> list[dict[str, Any]]:
                      isr=[1, 2], previous_isr=[1, 2, 3], reason="lag")  # fmt: skip
     log.collected_twice(shrink)
     log.add(12, "1", A1, "propagation", partitions=["t-1"], reason="written")  # another partition
-    log.add(13, "2", I2, "state_learned", "t-0", leader=1, leader_epoch=0, zk_version=1, isr=[1, 2],
+    log.add(9, "2", I2, "state_learned", "t-0", leader=1, leader_epoch=0, zk_version=1, isr=[1, 2],
             reason="zookeeper", **full)  # fmt: skip
     log.add(15, "1", A1, "propagation", partitions=["t-0"], reason="written")
     log.add(25, "2", I2, "state_learned", "t-0", leader=1, leader_epoch=0, zk_version=2, isr=[1],
@@ -121,6 +122,9 @@ def story() -> list[dict[str, Any]]:
     log.add(50, "3", I3, "propagation", partitions=["t-1", "t-2"], reason="written")
     log.add(52, "2", I2, "leader_election", "t-0", leader=2, leader_epoch=1, zk_version=4,
             isr=[2, 3], previous_isr=[1, 2, 3], reason="broker_down", **full)  # fmt: skip
+    # Broker 1 is also out of t-1's ISR: the controller removes it (and bumps the epoch).
+    log.add(52, "2", I2, "controller_isr_shrink", "t-1", leader=3, leader_epoch=6, zk_version=11,
+            isr=[3, 2], previous_isr=[3, 1, 2], reason="broker_down")  # fmt: skip
     log.add(53, "2", I2, "propagation", partitions=["t-2"], reason="forced")
     # After the horizon: ignored (t-0's expand at 40 s stays unpropagated).
     log.add(65, "1", A1, "propagation", partitions=["t-0"], reason="written")
@@ -162,7 +166,7 @@ def test_intervals_of_a_partition_deduplicate_states_and_carry_replicas(interval
         # The first state: its event named no previous ISR, so nothing is known removed or added.
         (0.0, 10.0, False, [1, 2, 3], 1, 0, 0, full, two, False, False, "leader_election", "new_partition",
          None, None, "2"),
-        # The leader's own write (exact ts) wins over the controller's read of it at 13 s; the
+        # The leader's own write (exact ts) wins over the controller's read of it at "9 s"; the
         # duplicate collection adds nothing; replicas are carried from the state before.
         (10.0, 25.0, False, [1, 2], 1, 0, 1, full, two, True, False, "isr_shrink", "lag", [3], [], "1"),
         # Only the controllers' reads know this one: the earliest (25 s) is kept.
@@ -192,6 +196,7 @@ def test_replicas_come_from_any_row_of_the_same_state(intervals: DataFrame) -> N
     assert got == [
         (35.0, [3, 1], [3, 1, 2], True, [2], "isr_shrink"),
         (45.0, [3, 1, 2], [3, 1, 2], False, [], "isr_expand"),
+        (52.0, [3, 2], [3, 1, 2], True, [1], "controller_isr_shrink"),
     ]
 
 
@@ -203,12 +208,13 @@ def test_partition_and_topic_totals(intervals: DataFrame) -> None:
     # 25-40; shrinks at 10, 25, 52; one expand; elections: the creation and epoch 0 -> 1; the expand
     # at 40 s undoes both earlier shrinks (2 cycles).
     assert tuple(totals[0][c] for c in columns) == (60.0, 38.0, 15.0, 3, 1, 2, 2, 30.0)
-    assert tuple(totals[1][c] for c in columns) == (25.0, 10.0, 0.0, 1, 1, 0, 1, 10.0)
+    # t-1: the controller's shrink at 52 s bumps the epoch (5 -> 6) but elects nobody.
+    assert tuple(totals[1][c] for c in columns) == (25.0, 18.0, 0.0, 2, 1, 0, 1, 10.0)
     assert tuple(totals[2][c] for c in columns) == (15.0, 3.0, 0.0, 1, 1, 0, 1, 3.0)
 
     topics = rows(isr_history.topic_isr_totals(isr_history.partition_isr_totals(intervals, 300_000)))
     assert [(r["topic"], r["partitions"], *(r[c] for c in columns)) for r in topics] == [
-        ("t", 3, 100.0, 51.0, 15.0, 5, 3, 2, 4, 30.0)
+        ("t", 3, 100.0, 59.0, 15.0, 6, 3, 2, 4, 30.0)
     ]
 
 
@@ -223,11 +229,11 @@ def test_incidents_merge_overlapping_and_touching_stretches_across_partitions(in
     ]  # fmt: skip
 
     # t-0 10-40 overlaps t-1 35-45, which t-2 45-48 touches: one incident until 48 s. t-0 is
-    # under-replicated again from 52 s, still at the horizon.
+    # under-replicated again from 52 s with t-1 (broker 1 died), still at the horizon.
     assert got == [
         (1, 10.0, 48.0, False, 38.0, ["t-0", "t-1", "t-2"], 3, [2, 3], ["fetch_stopped", "lag", "zookeeper"],
          15.0),
-        (2, 52.0, 60.0, True, 8.0, ["t-0"], 1, [1], ["broker_down"], 0.0),
+        (2, 52.0, 60.0, True, 8.0, ["t-0", "t-1"], 2, [1], ["broker_down"], 0.0),
     ]  # fmt: skip
 
 
@@ -261,6 +267,7 @@ def test_state_change_totals_count_each_event_once(events: DataFrame) -> None:
         ("2", "state_learned"): 3,
         ("2", "isr_shrink"): 2,  # 45 s and 70 s: totals count every collected event
         ("2", "isr_expand"): 1,
+        ("2", "controller_isr_shrink"): 1,
         ("2", "propagation"): 2,
         ("3", "state_learned"): 1,
         ("3", "isr_shrink"): 1,
