@@ -7,9 +7,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # Tests marked `slow` are long soaks, run by `make soak`, not by `make test`.
 PYTEST_ARGS ?=
-# `make test` installs ZooKeeper, Java (Spark) and Prometheus itself, so their tests must run
+# `make test` installs ZooKeeper, Java (Spark), Prometheus and Chromium itself, so their tests must run
 # there: a missing one fails the run instead of skipping.
-REQUIRE := ACTORLOG_REQUIRE_ZK=1 ACTORLOG_REQUIRE_SPARK=1 ACTORLOG_REQUIRE_PROMETHEUS=1
+REQUIRE := ACTORLOG_REQUIRE_ZK=1 ACTORLOG_REQUIRE_SPARK=1 ACTORLOG_REQUIRE_PROMETHEUS=1 ACTORLOG_REQUIRE_BROWSER=1
 # The simulation's seeds decide everything only with a fixed hash seed (set iteration order): a
 # seed that fails in the tests replays with `actorlog sim --seed N`, which fixes it the same way.
 export PYTHONHASHSEED := 0
