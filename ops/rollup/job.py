@@ -42,6 +42,7 @@ bad arguments; 1 Spark failed (one line with Spark's message; the stage is the l
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -54,6 +55,7 @@ from typing import Any, NoReturn, TypeVar
 from pyspark.errors import PySparkException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
+from pyspark.sql.types import StructType
 
 from ops.rollup import isr_history, report, transforms
 from ops.rollup import metrics as M
@@ -160,15 +162,25 @@ def _read_state_changes(spark: SparkSession, directory: Path) -> DataFrame:
     )
 
 
+# Beside each table's part files: its schema, so that a table with no rows (a run shorter than a
+# window writes no partition directory at all) reads back as empty instead of failing to infer one.
+# Spark's readers skip names starting with "_".
+_SCHEMA_FILE = "_schema.json"
+
+
 def _write_table(frame: DataFrame, out: Path, name: str, partition_by_window: bool) -> None:
     writer = frame.write.mode("overwrite")
     if partition_by_window:
         writer = writer.partitionBy("window")
-    writer.parquet(str(out / "tables" / name))
+    directory = out / "tables" / name
+    writer.parquet(str(directory))
+    (directory / _SCHEMA_FILE).write_text(frame.schema.json(), encoding="utf-8")
 
 
 def _read_table(spark: SparkSession, out: Path, name: str) -> DataFrame:
-    return spark.read.parquet(str(out / "tables" / name))
+    directory = out / "tables" / name
+    schema = StructType.fromJson(json.loads((directory / _SCHEMA_FILE).read_text(encoding="utf-8")))
+    return spark.read.schema(schema).parquet(str(directory))
 
 
 def _rows(frame: DataFrame) -> list[dict[str, Any]]:
