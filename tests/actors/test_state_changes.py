@@ -120,6 +120,39 @@ async def test_the_controller_records_removing_a_broker_and_electing_a_new_leade
         await cluster.__aexit__(None, None, None)
 
 
+@pytest.mark.asyncio
+async def test_a_change_whose_writer_died_before_it_was_collected_is_learned_by_the_controller() -> None:
+    """The leader shrinks the ISR and is killed before anyone collects its ring: the controller,
+    electing a successor, reads that state first and records it (state_learned), so the history
+    still has the shrink, at the time the controller learned it."""
+    cluster = InProcessCluster(broker_ids=(1, 2, 3), config_overrides={"min_insync_replicas": 1})
+    await cluster.__aenter__()
+    try:
+        await cluster.start_brokers(1, 2, 3)
+        tp = TopicPartition("orders", 0)
+        await cluster.create_topic(tp.topic, {0: (2, 3, 1)})
+        await cluster.wait_for_leader(tp, 2)
+        cluster.cut(2, 3)
+        produced = await cluster.produce(2, tp, batch(b"x"), acks=1)
+        assert produced.partitions[0].error_code is ErrorCode.NONE
+        await cluster.wait_for(lambda: cluster.partition(2, tp).state.isr == {2, 1}, step_ms=1)
+        [shrink] = [e for e in _events(cluster, 2) if e["kind"] == "isr_shrink"]
+        await cluster.kill(2)
+        await cluster.wait_for_leader(tp, 1)
+        events = [e for e in _events(cluster, 1) if e["topic"] == tp.topic]
+        learned = [
+            e for e in events if e["kind"] == "state_learned" and e["zk_version"] == shrink["zk_version"]
+        ]
+        assert [(e["isr"], e["leader"], e["leader_epoch"]) for e in learned] == [([2, 1], 2, 0)]
+        assert learned[0]["ts"] >= shrink["ts"]
+        [election] = [e for e in events if e["kind"] == "leader_election" and e["reason"] == "broker_down"]
+        assert election["previous_isr"] == [2, 1]
+        assert (election["leader"], election["isr"]) == (1, [1])
+        assert events.index(learned[0]) < events.index(election)
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
 def _change(ts_ms: int) -> StateChange:
     return StateChange(ts_ms=ts_ms, kind="isr_shrink", tp=TopicPartition("t", 0), isr=(1,), reason="lag")
 
