@@ -27,15 +27,17 @@ Rules:
   ``under_min_isr`` ``size(isr) < min_insync_replicas``, both null when the right-hand side is
   unknown (and then counted as neither). ``removed``/``added`` compare the ISR with the previous
   interval's; for a partition's first interval, with the event's ``previous_isr`` (null when the
-  event did not say).
+  event did not say). Time orders the states, as observed: a state known only from a
+  ``state_learned`` row starts when the controller read it, so it can start after a later write's
+  exact time (its writer died before its events were collected, and the next writer's event came
+  through): the intervals then follow the timestamps, not the znode versions.
 * **Counting.** A **shrink** is an interval whose ISR is smaller than the previous one (more
   replicas removed than added), an **expand** one whose ISR is larger; an **election** an interval
   recorded as a ``leader_election``, or one whose ``leader_epoch`` is larger than the previous
   interval's with another (real, >= 0) leader (a state only the controller's reads know). The
   controller also bumps the epoch when it removes a dead broker from an ISR
   (``controller_isr_shrink``, the leader unchanged or none): that is not an election. Shrinks
-  include the controller's
-  (``controller_isr_shrink``); a broker's ``isrshrinks_total`` counter only counts its own
+  include the controller's; a broker's ``isrshrinks_total`` counter only counts its own
   (``isr_shrink``), which ``state_change_totals`` counts per broker and kind.
 * **Flapping.** The ISR sizes of the intervals form the same timeline as the gauges' (``transforms.
   isr_timeline``), so ``flap_cycles`` applies ``transforms.flap_cycles`` unchanged: a shrink undone
@@ -44,7 +46,8 @@ Rules:
 * **Incidents.** The under-replicated intervals of all partitions, merged when they overlap or touch
   (one starts where the other ends): each merged stretch is one incident, numbered 1..n by start.
   An incident lasts until every partition in it has its full ISR back (``duration_seconds``), or is
-  ``open`` at the horizon.
+  ``open`` at the horizon. Its ``replicas_out`` and ``reasons`` are those of the changes that
+  started its under-replicated intervals.
 * **Propagation.** For each ``isr_shrink``/``isr_expand`` (a leader's own write), the first
   ``propagation`` event of the same broker and incarnation at or after it (ties: the broker's
   sequence) whose ``partitions`` name the partition (``topic-partition``); none before the horizon
