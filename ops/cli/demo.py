@@ -300,7 +300,7 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
         async with Producer(cluster.bootstrap_servers, secret=cluster.secret) as producer:
             traffic = Traffic(producer, clock)
             driving = asyncio.ensure_future(traffic.run())
-            await _pause(clock, 8_000)
+            await _pause(clock, 5_000)
             timeline.add(
                 f"steady traffic: {traffic.acknowledged_count} records acknowledged",
                 [(await metrics.scrape()).describe()],
@@ -513,7 +513,7 @@ def _rollup(data_dir: Path) -> int:
         [
             sys.executable, "-m", "ops", "rollup",
             "--snapshots", str(data_dir / "snapshots"), "--out", str(data_dir / "rollup"),
-            "--window", "10s", "--window", "1m", "--scrape-interval", "2s", "--flap-span", "1m",
+            "--window", "10s", "--scrape-interval", "2s", "--flap-span", "1m",
             "--conf", "spark.log.level=ERROR",
         ],
         cwd=ROOT,

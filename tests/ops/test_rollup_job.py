@@ -9,15 +9,11 @@ counters). The job's totals are checked against a plain-Python computation over 
 from __future__ import annotations
 
 import itertools
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import pyspark
 import pytest
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -419,42 +415,3 @@ def test_rollup_rejects_bad_arguments_with_one_line(
     assert exit_info.value.code == 2
     assert captured.err.count("\n") == 1
     assert message in captured.err
-
-
-@pytest.mark.spark
-@pytest.mark.integration
-def test_under_spark_submit_the_job_keeps_the_launchers_master(tmp_path: Path) -> None:
-    """The job builds its session without .master() when spark-submit chose one (here local[1])."""
-    write_cluster_snapshots(tmp_path / "snapshots")
-    spark_home = Path(pyspark.__file__).parent
-    environment = {
-        **os.environ,
-        "SPARK_HOME": str(spark_home),
-        "PYSPARK_PYTHON": sys.executable,
-        "PYSPARK_DRIVER_PYTHON": sys.executable,
-        "PYTHONPATH": str(ROOT),
-    }
-    launcher_settings = [
-        f"--conf={key}={value}"
-        for key, value in {
-            "spark.ui.enabled": "false",
-            "spark.ui.showConsoleProgress": "false",
-            "spark.driver.host": "127.0.0.1",
-            "spark.driver.bindAddress": "127.0.0.1",
-            "spark.sql.shuffle.partitions": "2",
-        }.items()
-    ]
-    command = [
-        str(spark_home / "bin" / "spark-submit"), "--master", "local[1]", *launcher_settings,
-        str(ROOT / "ops" / "rollup" / "job.py"),
-        "--snapshots", str(tmp_path / "snapshots"), "--out", str(tmp_path / "out"), "--window", "1m",
-    ]  # fmt: skip
-
-    result = subprocess.run(
-        command, env=environment, capture_output=True, text=True, timeout=600, check=False
-    )
-
-    assert result.returncode == 0, result.stderr[-3000:]
-    assert "] spark: master local[1], Spark " in result.stdout
-    assert "rollup of 2 brokers (1, 2)" in result.stdout
-    assert (tmp_path / "out" / "tables" / "cluster_windows" / "window=1m").is_dir()

@@ -5,7 +5,8 @@ A master and two workers (one core, 512 MiB each) are started from the installed
 the file the Kubernetes SparkApplication runs, in client mode, so its executors are two JVMs the
 workers start. The same job run as ``python ops/rollup/job.py --master local[*]`` (how
 ``actorlog rollup`` runs, in the CronJob too) is the reference: every table under ``OUT/tables/``
-holds the same rows (sorted; floats within a tolerance) and the summary is the same. The master's
+holds the same rows (sorted; floats within a tolerance) and the summary is the same. Each run keeps
+its launcher's master (the job never calls ``.master()`` itself: it prints the one it got). The master's
 JSON shows the application finished there with an executor on each worker, and once everything is
 stopped no process of the cluster's, the drivers' or the executors' process groups is left.
 

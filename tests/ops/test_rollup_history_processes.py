@@ -4,30 +4,30 @@ Two broker processes and a real ZooKeeper; the snapshot exporter runs one round,
 is stalled (SIGSTOP) until its leader drops it from the ISR and resumed until it is back, then the
 exporter runs its second round. Both scrapes saw a whole ISR, so the metric snapshots alone cannot
 tell that anything happened; the leader's state-change events, collected by the same rounds, can:
-the rollup (the real PySpark job) shows the follower's absence as an ISR interval, with the times the
-demo-style ZooKeeper watches saw it start and end. Every wait is a watch or a reply.
+the rollup (the real PySpark job, on the tests' Spark session) shows the follower's absence as an
+ISR interval, with the times the ZooKeeper watches saw it start and end. Every wait is a watch or a
+reply.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
-import subprocess
-import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
 import pyarrow.parquet as pq
 import pytest
+from pyspark.sql import SparkSession
 
 from actors.common.types import TopicPartition
+from ops.rollup import job
 from ops.snapshots import SnapshotExporter, read_snapshots, read_state_changes
 from runtime.clock import LoopClock
 from tests.support.process_cluster import SECRET, ProcessCluster
 
-pytestmark = [pytest.mark.asyncio, pytest.mark.integration, pytest.mark.zk, pytest.mark.spark]
+pytestmark = [pytest.mark.integration, pytest.mark.zk, pytest.mark.spark]
 
-ROOT = Path(__file__).resolve().parents[2]
 TP = TopicPartition("history", 0)
 LEADER, FOLLOWER = 1, 2
 PROPERTIES = {
@@ -37,24 +37,19 @@ PROPERTIES = {
 }
 
 
-def _rollup(snapshots: Path, out: Path) -> subprocess.CompletedProcess[str]:
-    """``actorlog rollup`` as an operator runs it (Spark local mode, its own JVM)."""
-    return subprocess.run(
-        [
-            sys.executable, "-m", "ops", "rollup", "--snapshots", str(snapshots), "--out", str(out),
-            "--window", "1m", "--conf", "spark.log.level=ERROR",
-        ],
-        cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT), "SPARK_LOCAL_IP": "127.0.0.1"},
-        capture_output=True, text=True, timeout=300, check=False,
-    )  # fmt: skip
+@dataclass
+class Seen:
+    """Wall-clock times the test saw: the stall began, ZooKeeper showed the shrink, the expand."""
+
+    paused_at: int = 0
+    shrunk: int = 0
+    expanded: int = 0
 
 
-async def test_a_shrink_and_expand_between_two_scrapes_is_in_the_isr_history(
-    zk_connect_string: str, tmp_path: Path
-) -> None:
-    out = tmp_path / "snapshots"
+async def stall_between_two_rounds(zk_connect_string: str, base: Path, out: Path) -> Seen:
+    seen = Seen()
     clock = LoopClock()
-    async with ProcessCluster(zk_connect_string, tmp_path, PROPERTIES) as cluster:
+    async with ProcessCluster(zk_connect_string, base, PROPERTIES) as cluster:
         await cluster.start(LEADER)
         await cluster.start(FOLLOWER)
         await cluster.create_topic(TP.topic, {0: [LEADER, FOLLOWER]})
@@ -66,7 +61,7 @@ async def test_a_shrink_and_expand_between_two_scrapes_is_in_the_isr_history(
             assert not first.failures
 
             cluster.pause(FOLLOWER)
-            paused_at = clock.wall_clock_ms()
+            seen.paused_at = clock.wall_clock_ms()
             # A record the stalled follower cannot fetch: it falls behind, and out.
             async with session.post(
                 f"{cluster.brokers[LEADER].url}/v1/topics/{TP.topic}/partitions/0/records",
@@ -74,14 +69,23 @@ async def test_a_shrink_and_expand_between_two_scrapes_is_in_the_isr_history(
             ) as response:
                 assert response.status == 200, await response.text()
             await cluster.wait_for_partition_state(TP, lambda s: s.isr == (LEADER,), timeout_s=30)
-            shrunk_seen = clock.wall_clock_ms()
+            seen.shrunk = clock.wall_clock_ms()
             cluster.resume(FOLLOWER)
             await cluster.wait_for_partition_state(TP, lambda s: FOLLOWER in s.isr, timeout_s=30)
-            expanded_seen = clock.wall_clock_ms()
+            seen.expanded = clock.wall_clock_ms()
 
             second = await exporter.export_round()
             assert not second.failures
             assert second.state_changes >= 2
+    return seen
+
+
+def test_a_shrink_and_expand_between_two_scrapes_is_in_the_isr_history(
+    spark: SparkSession, zk_connect_string: str, tmp_path: Path
+) -> None:
+    out = tmp_path / "snapshots"
+    (tmp_path / "cluster").mkdir()
+    seen = asyncio.run(stall_between_two_rounds(zk_connect_string, tmp_path / "cluster", out))
 
     # Both scrapes saw the whole ISR: the snapshots alone show nothing under-replicated.
     scraped = [
@@ -97,8 +101,10 @@ async def test_a_shrink_and_expand_between_two_scrapes_is_in_the_isr_history(
     assert kinds == ["isr_shrink", "isr_expand"]
 
     rollup = tmp_path / "rollup"
-    completed = await asyncio.to_thread(_rollup, out, rollup)
-    assert completed.returncode == 0, completed.stdout + completed.stderr
+    code = job.main(
+        ["--snapshots", str(out), "--out", str(rollup), "--window", "1m", "--shuffle-partitions", "2"]
+    )
+    assert code == 0
     intervals = [
         row
         for row in pq.read_table(rollup / "tables" / "isr_intervals").to_pylist()
@@ -113,8 +119,8 @@ async def test_a_shrink_and_expand_between_two_scrapes_is_in_the_isr_history(
     assert out_of_sync["reason"] in ("lag", "fetch_stopped")
     assert out_of_sync["removed"] == [FOLLOWER]
     # The leader's clock and the test's watch agree within a second (one machine).
-    assert paused_at < out_of_sync["start_ms"] <= shrunk_seen + 1_000
-    assert abs(out_of_sync["end_ms"] - expanded_seen) <= 1_000
+    assert seen.paused_at < out_of_sync["start_ms"] <= seen.shrunk + 1_000
+    assert abs(out_of_sync["end_ms"] - seen.expanded) <= 1_000
     totals = pq.read_table(rollup / "tables" / "partition_isr_totals").to_pylist()
     (partition,) = [row for row in totals if row["topic"] == TP.topic]
     assert partition["shrinks"] == 1
