@@ -131,6 +131,8 @@ class Checker:
     # maximal ISR: an expansion is decided then, though ZooKeeper may record it later.
     _isr_proposed_at: dict[tuple[TopicPartition, int, int, int], int] = field(default_factory=dict)
     _controllers: dict[int, int] = field(default_factory=dict)
+    # topic -> the czxid of its /brokers/topics znode when last seen: a new one is a new generation.
+    _generations: dict[str, int] = field(default_factory=dict)
     _last_step_ms: int = -1
     _decoded: dict[str, tuple[int, tuple[zk_data.PartitionState, int]]] = field(default_factory=dict)
 
@@ -172,6 +174,21 @@ class Checker:
         for tp in [tp for tp in self._zk_seen if tp.topic == name]:
             del self._zk_seen[tp]
 
+    def _follow_generations(self, topics: Iterable[str]) -> None:
+        """A topic whose znode was created again (a new czxid) is a new generation: its epochs
+        start again at 0. The workload forgets a topic it re-creates, but the old generation's
+        deletion can complete after the request left and before the controller creates the new
+        one, whose first leaders may be seen before the answer arrives; the znode says at once."""
+        for name in topics:
+            found = self.cluster.zookeeper.peek(zk_data.topic_path(name))
+            if found is None:
+                continue
+            czxid = found[1].czxid
+            known = self._generations.get(name)
+            if known is not None and known != czxid:
+                self.forget_topic(name)
+            self._generations[name] = czxid
+
     # ------------------------------------------------------------------------ every step
 
     def step(self) -> None:
@@ -182,6 +199,7 @@ class Checker:
         self.checks_total += 1
         self._check_controllers()
         hosted = {(broker_id, actor.state.tp): actor for broker_id, actor in self.cluster.partition_actors()}
+        self._follow_generations(sorted({tp.topic for _, tp in hosted}))
         for (broker_id, _), actor in hosted.items():
             state = actor.state
             if state.role is not Role.LEADER or actor.log is None:

@@ -176,6 +176,12 @@ WHOLE_SEEDS: dict[str, int] = {
     # cleanly and started again: that start looked clean, and the next controller kept it leading
     # without the records its power loss had cost. A clean stop now hands the unseen unclean start on.
     "a-clean-restart-keeps-an-unseen-unclean-start": 4831,
+    # The checker's mistake, not the cluster's: topic0 was re-created while its deletion waited for
+    # a dead broker. The deletion completed after the create request left and before the controller
+    # created the new generation, whose epoch-0 leader the checker saw before the answer came, so it
+    # still held the deleted generation's epoch-0 leader (SingleLeaderPerEpoch). The checker now
+    # starts a topic's epochs again when its znode is created again.
+    "a-re-created-topic-starts-its-epochs-again": 4621,
 }
 
 
