@@ -145,6 +145,9 @@ class _StepFailed:
 class _ChannelReply:
     broker_id: BrokerId
     generation: int
+    # Which channel sent it: a broker that died and came back gets a new channel, and an answer
+    # to the old one's request must not pop the new one's.
+    channel: int
     reply: Any
 
 
@@ -197,6 +200,7 @@ class _Running:
 @dataclass(slots=True)
 class _Channel:
     queue: deque[BrokerRequest]
+    number: int
     in_flight: bool = False
 
 
@@ -244,6 +248,7 @@ class ControllerActor(Actor[ControllerMessage]):
         self.channels: dict[BrokerId, _Channel] = {}
         self._subscription: Subscription | None = None
         self._steps = itertools.count(1)
+        self._channel_numbers = itertools.count(1)
         self.unclean_leader_elections_total = 0
         self.elections_won_total = 0
         self.resignations_total = 0
@@ -554,7 +559,7 @@ class ControllerActor(Actor[ControllerMessage]):
         for broker_id, request in batch.build(logic.context):
             channel = self.channels.get(broker_id)
             if channel is None:
-                channel = self.channels[broker_id] = _Channel(deque())
+                channel = self.channels[broker_id] = _Channel(deque(), next(self._channel_numbers))
             channel.queue.append(request)
             self._pump_channel(ctx, broker_id)
         # Channels of brokers that are gone are dropped with their queues (Kafka removes them).
@@ -566,10 +571,10 @@ class ControllerActor(Actor[ControllerMessage]):
         if channel is None or channel.in_flight or not channel.queue:
             return
         channel.in_flight = True
-        generation = self.generation
+        generation, number = self.generation, channel.number
 
         def adapt(reply: object) -> _ChannelReply:
-            return _ChannelReply(broker_id, generation, reply)
+            return _ChannelReply(broker_id, generation, number, reply)
 
         ctx.ask(
             broker_ref(broker_id),
@@ -583,8 +588,8 @@ class ControllerActor(Actor[ControllerMessage]):
         if message.generation != self.generation:
             return
         channel = self.channels.get(message.broker_id)
-        if channel is None:
-            return
+        if channel is None or channel.number != message.channel:
+            return  # the answer to a dropped channel's request (its broker died meanwhile)
         channel.in_flight = False
         if isinstance(message.reply, AskFailure):
             # Kafka's channel retries until the send succeeds or the broker is removed.
