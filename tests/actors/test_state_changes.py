@@ -85,17 +85,26 @@ async def test_a_leader_records_its_isr_writes_and_the_notification_that_carried
         await cluster.__aexit__(None, None, None)
 
 
+ORDERS_0 = TopicPartition("orders", 0)
+
+
+async def _broker_2_leads(tp: TopicPartition) -> InProcessCluster:
+    """Three brokers (broker 1 the controller); ``tp`` has replicas [2, 3, 1], led by broker 2."""
+    cluster = InProcessCluster(broker_ids=(1, 2, 3), config_overrides={"min_insync_replicas": 1})
+    await cluster.__aenter__()
+    await cluster.start_brokers(1, 2, 3)
+    await cluster.create_topic(tp.topic, {0: (2, 3, 1)})
+    await cluster.wait_for_leader(tp, 2)
+    return cluster
+
+
 @pytest.mark.asyncio
 async def test_the_controller_records_removing_a_broker_and_electing_a_new_leader() -> None:
     """A controlled shutdown moves leadership and shrinks the ISR for that reason; a killed broker
     is removed from the ISR (and its partitions re-elected) as broker_down."""
-    cluster = InProcessCluster(broker_ids=(1, 2, 3), config_overrides={"min_insync_replicas": 1})
-    await cluster.__aenter__()
+    cluster = await _broker_2_leads(ORDERS_0)
+    tp = ORDERS_0
     try:
-        await cluster.start_brokers(1, 2, 3)
-        tp = TopicPartition("orders", 0)
-        await cluster.create_topic(tp.topic, {0: (2, 3, 1)})
-        await cluster.wait_for_leader(tp, 2)
         assert cluster.controller_id() == 1
         await cluster.stop_broker(2)
         await cluster.wait_for_leader(tp, 3)
@@ -125,13 +134,9 @@ async def test_a_change_whose_writer_died_before_it_was_collected_is_learned_by_
     """The leader shrinks the ISR and is killed before anyone collects its ring: the controller,
     electing a successor, reads that state first and records it (state_learned), so the history
     still has the shrink, at the time the controller learned it."""
-    cluster = InProcessCluster(broker_ids=(1, 2, 3), config_overrides={"min_insync_replicas": 1})
-    await cluster.__aenter__()
+    cluster = await _broker_2_leads(ORDERS_0)
+    tp = ORDERS_0
     try:
-        await cluster.start_brokers(1, 2, 3)
-        tp = TopicPartition("orders", 0)
-        await cluster.create_topic(tp.topic, {0: (2, 3, 1)})
-        await cluster.wait_for_leader(tp, 2)
         cluster.cut(2, 3)
         produced = await cluster.produce(2, tp, batch(b"x"), acks=1)
         assert produced.partitions[0].error_code is ErrorCode.NONE
