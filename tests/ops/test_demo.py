@@ -10,7 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
+
+from ops.rollup import metrics as M
+from ops.snapshots import read_snapshots
+from tests.ops.test_rollup_job import reference_increase
 
 pytestmark = [pytest.mark.integration, pytest.mark.zk]
 
@@ -89,3 +94,19 @@ def test_the_demo_runs_through_its_faults_and_loses_nothing(tmp_path: Path, zook
     ):
         assert any(seen in line for line in agreements), (seen, check)
     assert (data_dir / "rollup" / "report" / "isr_timeline.png").stat().st_size > 0
+
+    # The rollup's window totals over the real run equal a plain-Python reading of the same
+    # snapshot files (reset-aware counter deltas in complete windows), and they show the faults.
+    snapshots = data_dir / "snapshots"
+    scraped = read_snapshots(snapshots).to_pylist()
+    as_of_ms = max(int(row["ts"].timestamp() * 1000) for row in scraped)
+    as_of_ms -= as_of_ms % 10_000  # the job leaves the still-open window out
+    windows = [
+        row
+        for row in pq.read_table(data_dir / "rollup" / "tables" / "cluster_windows").to_pylist()
+        if str(row["window"]) == "10s"
+    ]
+    for column, metric in (("isr_shrinks", M.ISR_SHRINKS.name), ("isr_expands", M.ISR_EXPANDS.name)):
+        total = sum(row[column] or 0 for row in windows)
+        assert total == reference_increase(snapshots, metric, as_of_ms, 10_000), column
+        assert total >= 1, column
