@@ -53,9 +53,11 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from ops.rollup.schema import (
     SNAPSHOT_ARROW_SCHEMA,
+    SNAPSHOT_GLOB,
     SNAPSHOT_SUFFIX,
     STATE_CHANGE_ARROW_SCHEMA,
     STATE_CHANGE_COLUMNS,
+    STATE_CHANGES_GLOB,
     STATE_CHANGES_SUFFIX,
     TMP_SUFFIX,
 )
@@ -261,11 +263,7 @@ def snapshot_files(directory: Path) -> list[Path]:
     state-change files are skipped."""
     if not directory.is_dir():
         return []
-    return sorted(
-        path
-        for path in directory.rglob("*" + SNAPSHOT_SUFFIX)
-        if path.is_file() and not path.name.endswith(STATE_CHANGES_SUFFIX)
-    )
+    return sorted(path for path in directory.rglob(SNAPSHOT_GLOB) if path.is_file())
 
 
 # --- state-change files --------------------------------------------------------------------------
@@ -303,7 +301,7 @@ def state_change_files(directory: Path) -> list[Path]:
     """The complete state-change files under ``directory``, sorted."""
     if not directory.is_dir():
         return []
-    return sorted(path for path in directory.rglob("*" + STATE_CHANGES_SUFFIX) if path.is_file())
+    return sorted(path for path in directory.rglob(STATE_CHANGES_GLOB) if path.is_file())
 
 
 def read_state_changes(directory: Path) -> pa.Table:

@@ -162,7 +162,12 @@ class _PropagationTick:
 
 @dataclass(frozen=True, slots=True)
 class _PropagationDone:
+    """An ISR change notification was written (``error`` None) or not; what it carried, and why
+    it was written then (for its state-change event)."""
+
     error: Exception | None
+    outcome: PropagationOutcome | None
+    partitions: tuple[TopicPartition, ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -303,8 +308,6 @@ class BrokerActor(Actor[BrokerMessage]):
         self.has_current_metadata = False
         self.state = BrokerState.STARTING
         self.propagation: IsrChangePropagation | None = None
-        # What the ISR change notification in flight carries (for its state-change event).
-        self._propagating: tuple[PropagationOutcome | None, tuple[TopicPartition, ...]] | None = None
         self.hw_checkpoint_started = False
         self._request_ids = itertools.count(1)
         self._checkpoints_in_flight: set[str] = set()
@@ -992,7 +995,7 @@ class BrokerActor(Actor[BrokerMessage]):
         check = propagation.check(ctx.now_ms)
         if not check.partitions:
             return
-        self._propagating = (check.outcome, tuple(sorted(check.partitions)))
+        outcome, partitions = check.outcome, tuple(sorted(check.partitions))
         data = zk_data.encode_isr_change_notification(
             zk_data.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in check.partitions
         )
@@ -1001,21 +1004,24 @@ class BrokerActor(Actor[BrokerMessage]):
         async def write() -> CreateResult:
             return await coordinator.create(zk_data.isr_change_notification_path(), data, sequential=True)
 
-        ctx.pipe_to_self(write, lambda _: _PropagationDone(None), lambda error: _PropagationDone(error))
+        ctx.pipe_to_self(
+            write,
+            lambda _: _PropagationDone(None, outcome, partitions),
+            lambda error: _PropagationDone(error, outcome, partitions),
+        )
 
     def _on_propagation_done(self, ctx: Context[BrokerMessage], message: _PropagationDone) -> None:
         propagation = self.propagation
         assert propagation is not None
         if message.error is None:
             propagation.propagated(ctx.now_ms)
-            if self.state_changes is not None and self._propagating is not None:
-                outcome, partitions = self._propagating
+            if self.state_changes is not None:
                 self.state_changes.record(
                     StateChange(
                         ts_ms=ctx.wall_clock_ms,
                         kind="propagation",
-                        reason=None if outcome is None else outcome.value,
-                        partitions=partitions,
+                        reason=None if message.outcome is None else message.outcome.value,
+                        partitions=message.partitions,
                     )
                 )
         else:

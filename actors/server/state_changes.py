@@ -80,7 +80,7 @@ class StateChangesSince:
         }
 
 
-def _isr(members: Iterable[BrokerId] | None) -> list[int] | None:
+def _members(members: Iterable[BrokerId] | None) -> list[int] | None:
     return None if members is None else list(members)
 
 
@@ -97,9 +97,9 @@ def _event_document(broker: BrokerId, incarnation: int, sequence: int, change: S
         "leader": change.leader,
         "leader_epoch": change.leader_epoch,
         "zk_version": change.zk_version,
-        "isr": _isr(change.isr),
-        "previous_isr": _isr(change.previous_isr),
-        "replicas": _isr(change.replicas),
+        "isr": _members(change.isr),
+        "previous_isr": _members(change.previous_isr),
+        "replicas": _members(change.replicas),
         "min_insync_replicas": change.min_insync_replicas,
         "reason": change.reason,
         "partitions": None if change.partitions is None else [str(p) for p in change.partitions],

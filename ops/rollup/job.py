@@ -478,11 +478,8 @@ def _single(aggregate: DataFrame) -> dict[str, Any]:
 
 
 def _amount(value: float | None, unit: str = "") -> str:
-    """A number as the summary prints it (``n/a`` when unknown)."""
-    if value is None:
-        return "n/a"
-    text = f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.1f}"
-    return text + unit
+    """The ISR history lines' numbers: the report's format, one decimal."""
+    return report.format_number(value, unit, decimals=1)
 
 
 def _histogram_names() -> list[str]:

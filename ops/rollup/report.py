@@ -54,6 +54,7 @@ __all__ = [
     "delay_values",
     "duration_text",
     "fault_events",
+    "format_number",
     "incident_rows",
     "interval_state",
     "step_series",
@@ -166,10 +167,11 @@ def _iso(ts_ms: int) -> str:
     return datetime.fromtimestamp(ts_ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
-def _number(value: float | None, unit: str = "") -> str:
+def format_number(value: float | None, unit: str = "", *, decimals: int = 2) -> str:
+    """A number as the summaries print it: whole or large ones without decimals, ``n/a`` unknown."""
     if value is None:
         return "n/a"
-    text = f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.2f}"
+    text = f"{value:,.0f}" if float(value).is_integer() or abs(value) >= 100 else f"{value:,.{decimals}f}"
     return text + unit
 
 
@@ -181,16 +183,18 @@ def summary_lines(summary: Summary) -> list[str]:
         f"rollup of {len(summary.brokers)} brokers ({', '.join(summary.brokers)}) "
         f"from {_iso(summary.earliest_ms)} to {_iso(summary.as_of_ms)}",
         f"windows: {windows}; totals below are over the complete {summary.smallest_window} windows",
-        f"ISR: {_number(totals['isr_shrinks'])} shrinks, {_number(totals['isr_expands'])} expands, "
-        f"{_number(totals['failed_isr_updates'])} failed updates",
-        f"ISR change propagation: {_number(totals['propagations_written'])} written after 5 s of quiet, "
-        f"{_number(totals['propagations_forced'])} forced by the 60 s bound, "
-        f"{_number(totals['propagations_deferred'])} checks deferred by the black-out; "
-        f"max {_number(summary.max_pending_isr_changes)} pending",
-        f"partitions: max {_number(summary.max_offline_partitions)} offline, "
-        f"{_number(totals['seconds_under_replicated'], ' s')} under-replicated and "
-        f"{_number(totals['seconds_under_min_isr'], ' s')} under min ISR (partition-seconds), "
-        f"{_number(totals['leader_elections'])} leader elections",
+        f"ISR: {format_number(totals['isr_shrinks'])} shrinks, "
+        f"{format_number(totals['isr_expands'])} expands, "
+        f"{format_number(totals['failed_isr_updates'])} failed updates",
+        "ISR change propagation: "
+        f"{format_number(totals['propagations_written'])} written after 5 s of quiet, "
+        f"{format_number(totals['propagations_forced'])} forced by the 60 s bound, "
+        f"{format_number(totals['propagations_deferred'])} checks deferred by the black-out; "
+        f"max {format_number(summary.max_pending_isr_changes)} pending",
+        f"partitions: max {format_number(summary.max_offline_partitions)} offline, "
+        f"{format_number(totals['seconds_under_replicated'], ' s')} under-replicated and "
+        f"{format_number(totals['seconds_under_min_isr'], ' s')} under min ISR (partition-seconds), "
+        f"{format_number(totals['leader_elections'])} leader elections",
     ]
     if summary.flapping:
         ranked = ", ".join(
@@ -678,9 +682,9 @@ def _broker_totals(broker_rows: Sequence[Row]) -> list[list[object]]:
         totals.append(
             [
                 broker,
-                _number(_sum(rows, "isr_shrinks")),
-                _number(_sum(rows, "isr_expands")),
-                _number(_sum(rows, "failed_isr_updates")),
+                format_number(_sum(rows, "isr_shrinks")),
+                format_number(_sum(rows, "isr_expands")),
+                format_number(_sum(rows, "failed_isr_updates")),
                 f"{valid}/{len(rows)}",
             ]
         )

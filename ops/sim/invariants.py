@@ -74,8 +74,6 @@ class TopicModel:
     tainted: bool = False
     # A create or delete request is in flight.
     busy: bool = False
-    # Whether the checker forgot the previous generation when this topic was last created.
-    forgotten: bool = True
     # The czxid of /brokers/topics/<name> for this generation: a create answered "already
     # exists" is this generation again when the znode is the same one (its deletion never took).
     znode_czxid: int = -1
@@ -176,9 +174,9 @@ class Checker:
 
     def _follow_generations(self, topics: Iterable[str]) -> None:
         """A topic whose znode was created again (a new czxid) is a new generation: its epochs
-        start again at 0. The workload forgets a topic it re-creates, but the old generation's
-        deletion can complete after the request left and before the controller creates the new
-        one, whose first leaders may be seen before the answer arrives; the znode says at once."""
+        start again at 0. Told by the znode, not by the create's answer: the old generation's
+        deletion can complete after the request left, and the new generation's first leaders
+        may be seen before the answer arrives."""
         for name in topics:
             found = self.cluster.zookeeper.peek(zk_data.topic_path(name))
             if found is None:

@@ -371,13 +371,8 @@ class _Run:
         if topic.alive or topic.busy:
             return self._skip(action, "it exists" if topic.alive else "a request for it is in flight")
         topic.busy = True
-        # The new topic's epochs start at 0 again: forget the deleted one's (before the request:
-        # the new leaders may be observed before the answer arrives), unless the old one is still
-        # in ZooKeeper (its deletion never took or is pending): then this create is refused and
-        # the old generation's ISR history still counts.
-        topic.forgotten = self.cluster.zookeeper.peek(zk_data.topic_path(topic.name)) is None
-        if topic.forgotten:
-            self.checker.forget_topic(topic.name)
+        # The new generation's epochs start at 0 again: the checker forgets the old one's when it
+        # sees the topic's znode created again (Checker._follow_generations).
         request = CreateTopicsRequest(
             topics=(
                 CreatableTopic(
@@ -413,9 +408,6 @@ class _Run:
             # Our deletion never took (its request was lost): this is the same generation again.
             self.note(f"topic{action.slot} generation {topic.generation} was never deleted")
         else:
-            if not topic.forgotten:
-                # The old generation's deletion completed while this request was on its way.
-                self.checker.forget_topic(topic.name)
             topic.generation += 1
             topic.tainted = False
             topic.znode_czxid = czxid
