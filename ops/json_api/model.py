@@ -33,6 +33,7 @@ from __future__ import annotations
 import base64
 import binascii
 import enum
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -106,6 +107,12 @@ MAX_READ_MAX_BYTES: Final = 52_428_800  # Kafka's fetch.max.bytes
 MAX_READ_TIMEOUT_MS: Final = 30_000
 _MAX_INT64: Final = 2**63 - 1
 _MAX_INT32: Final = 2**31 - 1
+
+# orjson reads an integer literal beyond 64 bits as a float (2**70 -> 1.1805916207174113e+21), which
+# would silently store a different value, or fail a range check as "not an integer". Such a literal
+# has at least 19 digits (2**63 has 19), so only a body holding a run of 19 digits is read again by
+# the stdlib parser, whose integers are exact; the field checks then see the number that was sent.
+_MAYBE_BEYOND_64_BITS: Final = re.compile(rb"\d{19}")
 
 # Kafka's Topic.validate: legal characters, at most 249 of them, not "." or "..".
 _TOPIC_PATTERN: Final = re.compile(r"[a-zA-Z0-9._-]{1,249}")
@@ -292,10 +299,7 @@ _ACKS: Final[Mapping[object, int]] = {"all": -1, "-1": -1, "1": 1, "0": 0}
 def parse_produce_body(body: bytes, *, max_records: int, partition_in_path: bool) -> ProduceInput:
     """A produce request body, validated in full. On the partition endpoint (``partition_in_path``)
     records may not name a partition of their own."""
-    try:
-        document = orjson.loads(body)
-    except orjson.JSONDecodeError as error:
-        raise ApiError.invalid(f"body is not valid JSON: {error}") from None
+    document = _parse_json(body)
     if not isinstance(document, dict):
         raise ApiError.invalid(f"body must be a JSON object, not {_json_type(document)}")
     _reject_unknown(document, _PRODUCE_FIELDS, "body")
@@ -324,6 +328,23 @@ def parse_produce_body(body: bytes, *, max_records: int, partition_in_path: bool
             document, "timeout_ms", "body", DEFAULT_PRODUCE_TIMEOUT_MS, 0, MAX_PRODUCE_TIMEOUT_MS
         ),
     )
+
+
+def _parse_json(body: bytes) -> Any:
+    """The body as JSON, its integers exact whatever their size (see ``_MAYBE_BEYOND_64_BITS``)."""
+    try:
+        document = orjson.loads(body)
+    except orjson.JSONDecodeError as error:
+        raise ApiError.invalid(f"body is not valid JSON: {error}") from None
+    if _MAYBE_BEYOND_64_BITS.search(body) is None:
+        return document
+    # orjson has accepted the body: it is UTF-8 JSON without NaN or Infinity, at most 1024 deep.
+    try:
+        return json.loads(body)
+    except RecursionError:
+        raise ApiError.invalid("body is nested too deeply") from None
+    except ValueError as error:  # an integer of more than 4300 digits
+        raise ApiError.invalid(f"body holds a number that cannot be read: {error}") from None
 
 
 def _parse_acks(raw: object) -> int:
@@ -367,7 +388,16 @@ def _encode(raw: object, fmt: Format, where: str) -> bytes | None:
     if raw is None:
         return None
     if fmt is Format.JSON:
-        return orjson.dumps(raw)
+        try:
+            return orjson.dumps(raw)
+        except orjson.JSONEncodeError as error:
+            # An integer outside [-2**63, 2**64 - 1] (it would read back as another number) or a
+            # value nested more than 254 deep: refused, as the caller's mistake, before any write.
+            raise ApiError.invalid(
+                f"{where} cannot be stored as JSON ({error}): integers must be in the 64-bit range "
+                f"[{-(2**63)}, {2**64 - 1}] and values nested at most 254 deep; send the value as a "
+                "string otherwise"
+            ) from None
     if not isinstance(raw, str):
         raise ApiError.invalid(f"{where} must be a string (format {fmt.value}), not {_json_type(raw)}")
     if fmt is Format.STRING:

@@ -151,7 +151,9 @@ _SCHEMAS: Final[dict[str, Schema]] = {
             "key": {
                 "description": "The key: any JSON value (key_format json), a string (string), base64 "
                 "(binary), or null for none. Keyed records without a partition go to "
-                "murmur2(key bytes) % partitions, as Kafka's default partitioner does.",
+                "murmur2(key bytes) % partitions, as Kafka's default partitioner does. JSON integers "
+                "must be in the 64-bit range [-2^63, 2^64 - 1] (larger ones would read back as "
+                "another number: send them as strings).",
             },
             "value": {"description": "The value, encoded as key_format says for keys; null is a tombstone."},
             "headers": {
