@@ -5,6 +5,7 @@
     │   ├── PeerUnavailableError      the peer node cannot be reached (refused, reset, unknown address)
     │   ├── AskTimeoutError           no reply before the ask's deadline
     │   ├── UnknownActorError         the target node has no actor with that name
+    │   ├── RefusedMessageError       the target actor takes no such kind (or mode) from another node
     │   └── RemoteRequestError        the peer answered with an HTTP error (status + wire error)
     ├── CodecError
     │   ├── FrameError                the bytes are not a well-formed frame
@@ -32,6 +33,7 @@ __all__ = [
     "FrameError",
     "MailboxClosedError",
     "PeerUnavailableError",
+    "RefusedMessageError",
     "RemoteRequestError",
     "RuntimeFailure",
     "StorageError",
@@ -80,6 +82,16 @@ class UnknownActorError(TransportError):
     def __init__(self, target: str) -> None:
         super().__init__(f"no actor named {target}")
         self.target = target
+
+
+class RefusedMessageError(TransportError):
+    """Raised at the edge: the target actor declares no such remote kind (or not in that mode)."""
+
+    def __init__(self, target: str, kind: str, mode: str) -> None:
+        super().__init__(f"{target} takes no {kind} as {mode} from another node")
+        self.target = target
+        self.kind = kind
+        self.mode = mode
 
 
 class RemoteRequestError(TransportError):

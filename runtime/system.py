@@ -35,7 +35,7 @@ from types import TracebackType
 from typing import Any, TypeVar
 
 from runtime.activity import Activity
-from runtime.actor import Actor
+from runtime.actor import Actor, message_kinds
 from runtime.clock import Clock, LoopClock, TimerHandle
 from runtime.codec import WireEnvelope
 from runtime.effects import Ask, CancelTimer, Effect, Halt, Pipe, Reply, Spawn, StartTimer, Stop, Tell
@@ -43,6 +43,7 @@ from runtime.errors import (
     AskTimeoutError,
     MailboxClosedError,
     PeerUnavailableError,
+    RefusedMessageError,
     RemoteRequestError,
     TransportError,
     UnknownActorError,
@@ -206,6 +207,9 @@ class _Cell:
         self.tracker = RestartTracker(strategy)
         self.children: dict[str, _Cell] = {}
         self.instance: Actor[Any] | None = None
+        # Known once the first incarnation is built: the class decides which kinds are accepted.
+        self.actor_class: type[Actor[Any]] | None = None
+        self.kinds: frozenset[type] | None = None
         self.queue: deque[Envelope | _TimerFired | _Crash] = deque()
         self.timers: dict[Hashable, _Timer] = {}
         self.timer_generations = itertools.count(1)
@@ -316,6 +320,9 @@ class _Cell:
             envelope = item
         instance = self.instance
         assert instance is not None
+        if not self._accepts(envelope):
+            self.system._dead_letter(self.ref, envelope)
+            return
         context = self.context
         context._envelope = envelope
         context.effects = []
@@ -337,6 +344,25 @@ class _Cell:
             context.effects = []
             self.system._apply(self, effects)
 
+    def _accepts(self, envelope: Envelope) -> bool:
+        """A kind outside the actor's union, or a remote-ask kind without anyone to answer, never
+        reaches ``receive``: it would only raise there, and a raise costs the actor its state."""
+        kinds = self.kinds
+        kind = type(envelope.message)
+        if kinds is not None and kind not in kinds and not isinstance(envelope.message, tuple(kinds)):
+            self.log.warning("dead letter: %s does not handle %s", self.ref.name, kind.__name__)
+            return False
+        actor_class = self.actor_class
+        if (
+            envelope.requester is None
+            and actor_class is not None
+            and kind in actor_class.remote_asks
+            and kind not in actor_class.remote_tells
+        ):
+            self.log.warning("dead letter: %s answers %s only as an ask", self.ref.name, kind.__name__)
+            return False
+        return True
+
     def start_instance(self) -> None:
         if self.stopped:
             return
@@ -345,6 +371,9 @@ class _Cell:
             return
         try:
             self.instance = self.factory()
+            if self.actor_class is None:
+                self.actor_class = type(self.instance)
+                self.kinds = message_kinds(self.actor_class)
             context = self.context
             context._envelope = None
             context.effects = []
@@ -841,20 +870,38 @@ class ActorSystem:
 
     # --------------------------------------------------------------------- inbound transport
 
-    async def deliver(self, envelope: WireEnvelope) -> None:
+    def admit(self, envelope: WireEnvelope, *, ask: bool) -> None:
+        """Check, before anything is delivered, that the target exists and takes this kind from
+        another node in this mode. Raises UnknownActorError or RefusedMessageError."""
         cell = self._cells.get(envelope.target)
         if cell is None:
-            self._dead_letters_total += 1
             raise UnknownActorError(f"{envelope.target}@{self.node_id}")
+        actor_class = cell.actor_class
+        if actor_class is None:
+            return  # not started yet: the mailbox's own check (_accepts) still applies
+        allowed = actor_class.remote_asks if ask else actor_class.remote_tells
+        if type(envelope.message) not in allowed:
+            raise RefusedMessageError(
+                f"{envelope.target}@{self.node_id}",
+                type(envelope.message).__name__,
+                "an ask" if ask else "a tell",
+            )
+
+    async def deliver(self, envelope: WireEnvelope) -> None:
+        try:
+            self.admit(envelope, ask=False)
+        except TransportError:
+            self._dead_letters_total += 1
+            raise
+        cell = self._cells[envelope.target]
         await cell.enqueue_when_space(Envelope(envelope.message, envelope.sender))
 
     async def deliver_ask(self, envelope: WireEnvelope) -> object:
         return await (await self.submit_ask(envelope))
 
     async def submit_ask(self, envelope: WireEnvelope) -> Awaitable[Any]:
-        cell = self._cells.get(envelope.target)
-        if cell is None:
-            raise UnknownActorError(f"{envelope.target}@{self.node_id}")
+        self.admit(envelope, ask=True)
+        cell = self._cells[envelope.target]
         timeout_ms = envelope.timeout_ms if envelope.timeout_ms is not None else 30_000
         pending = self._reply_future(envelope.target, timeout_ms)
         try:

@@ -224,6 +224,9 @@ class ControllerStatistics:
 
 
 class ControllerActor(Actor[ControllerMessage]):
+    # The only request another node makes of the controller: a broker's controlled shutdown.
+    remote_asks = frozenset({ControlledShutdownRequest})
+
     def __init__(
         self,
         *,

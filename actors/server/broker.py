@@ -257,6 +257,22 @@ BrokerMessage: TypeAlias = (
 
 
 class BrokerActor(Actor[BrokerMessage]):
+    # From clients: the data path. From the controller: its three requests. From followers: Fetch and
+    # OffsetsForLeaderEpoch. A Produce may also come as a tell: acks=0 wants no answer.
+    remote_asks = frozenset(
+        {
+            ProduceRequest,
+            FetchRequest,
+            ListOffsetsRequest,
+            OffsetsForLeaderEpochRequest,
+            MetadataRequest,
+            LeaderAndIsrRequest,
+            UpdateMetadataRequest,
+            StopReplicaRequest,
+        }
+    )
+    remote_tells = frozenset({ProduceRequest})
+
     def __init__(
         self,
         *,

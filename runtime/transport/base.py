@@ -32,8 +32,14 @@ class InboundHandler(Protocol):
     @property
     def node_id(self) -> str: ...
 
+    def admit(self, envelope: WireEnvelope, *, ask: bool) -> None:
+        """Check without delivering that the target exists and takes this kind from another node
+        in this mode. Raises UnknownActorError or RefusedMessageError."""
+        ...
+
     async def deliver(self, envelope: WireEnvelope) -> None:
-        """Enqueue a tell, waiting for mailbox capacity. Raises UnknownActorError."""
+        """Enqueue a tell, waiting for mailbox capacity. Raises UnknownActorError or
+        RefusedMessageError."""
         ...
 
     async def deliver_ask(self, envelope: WireEnvelope) -> object:

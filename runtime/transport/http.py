@@ -9,7 +9,9 @@ Endpoints (internal, authenticated with ``Authorization: Bearer <internal.auth.s
 
 Every failure answer is JSON ``{"error_code": <Kafka code>, "error": <name>, "message": ...}``:
 ``401`` without the right secret (and nothing is delivered), ``400`` for a malformed frame (the
-message names the field), ``413`` for a body above ``max_body_bytes``.
+message names the field) or for a kind its target actor does not take from another node in that
+mode (in a tell batch such envelopes are skipped and listed, the rest delivered; a batch of nothing
+else is a 400), ``413`` for a body above ``max_body_bytes``.
 
 Sending side:
 
@@ -54,6 +56,7 @@ from runtime.errors import (
     FrameError,
     MailboxClosedError,
     PeerUnavailableError,
+    RefusedMessageError,
     RemoteRequestError,
     UnknownActorError,
     WireError,
@@ -167,14 +170,24 @@ async def read_frame(
     return header, payload
 
 
-def error_response(status: int, error: WireError | int, message: str) -> web.Response:
-    """A JSON error body carrying a Kafka error code."""
+def error_response(status: int, error: WireError | int, message: str, **extra: object) -> web.Response:
+    """A JSON error body carrying a Kafka error code (and any ``extra`` fields)."""
     code = int(error)
     name = error.name if isinstance(error, WireError) else str(code)
     return web.Response(
         status=status,
-        body=orjson.dumps({"error_code": code, "error": name, "message": message}),
+        body=orjson.dumps({"error_code": code, "error": name, "message": message, **extra}),
         content_type="application/json",
+    )
+
+
+def _refused_response(error: RefusedMessageError) -> web.Response:
+    # The fields let the asking side raise the same RefusedMessageError as the other transports.
+    return error_response(
+        400,
+        WireError.INVALID_REQUEST,
+        str(error),
+        refused={"target": error.target, "kind": error.kind, "mode": error.mode},
     )
 
 
@@ -333,14 +346,29 @@ class HttpTransport:
         inbound = self._inbound
         assert inbound is not None
         unknown: list[str] = []
+        refused: list[RefusedMessageError] = []
+        # Each refused envelope is skipped before it reaches a mailbox, the others are delivered in
+        # order, as the other transports do per tell. A batch with nothing acceptable is a 400.
         for envelope in envelopes:
             try:
                 await inbound.deliver(envelope)
+            except RefusedMessageError as error:
+                refused.append(error)
             except (UnknownActorError, MailboxClosedError):
                 unknown.append(envelope.target)
+        if refused:
+            self.statistics.requests_rejected_total += 1
+            if len(refused) == len(envelopes):
+                return _refused_response(refused[0])
         return web.Response(
             status=202,
-            body=orjson.dumps({"accepted": len(envelopes) - len(unknown), "unknown_targets": unknown}),
+            body=orjson.dumps(
+                {
+                    "accepted": len(envelopes) - len(unknown) - len(refused),
+                    "unknown_targets": unknown,
+                    "refused": [str(error) for error in refused],
+                }
+            ),
             content_type="application/json",
         )
 
@@ -356,6 +384,9 @@ class HttpTransport:
         assert inbound is not None
         try:
             reply = await inbound.deliver_ask(envelopes[0])
+        except RefusedMessageError as error:
+            self.statistics.requests_rejected_total += 1
+            return _refused_response(error)
         except UnknownActorError as error:
             return error_response(404, WireError.UNKNOWN_SERVER_ERROR, str(error))
         except AskTimeoutError as error:
@@ -503,9 +534,12 @@ class HttpTransport:
             self._session = None
 
 
-def _remote_error(status: int, data: bytes) -> RemoteRequestError:
+def _remote_error(status: int, data: bytes) -> RemoteRequestError | RefusedMessageError:
     try:
         parsed = orjson.loads(data)
+        refused = parsed.get("refused")
+        if status == 400 and isinstance(refused, dict):
+            return RefusedMessageError(str(refused["target"]), str(refused["kind"]), str(refused["mode"]))
         return RemoteRequestError(status, int(parsed["error_code"]), str(parsed["message"]))
-    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError, AttributeError):
         return RemoteRequestError(status, WireError.UNKNOWN_SERVER_ERROR, data[:200].decode(errors="replace"))

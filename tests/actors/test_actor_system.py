@@ -354,10 +354,30 @@ async def test_tell_to_a_stopped_actor_is_a_dead_letter(clock, activity):
         assert system.statistics().dead_letters_total == 1
 
 
+async def test_a_kind_outside_the_union_is_a_dead_letter_not_a_crash(clock, activity):
+    """A stray kind (or an ask kind told with nobody to answer) never reaches ``receive``: there it
+    could only raise, and supervision would replace the actor, state and all."""
+    echo = EchoActor()
+    async with ActorSystem("n1", clock=clock, activity=activity) as system:
+        ref = system.spawn("echo", lambda: echo)
+        await system.wait_idle()
+        system.tell(ref, Pong(sequence=1))  # a reply kind: not in EchoActor's union
+        system.tell(ref, Ping(sequence=2))  # an ask kind as a tell: nobody to answer
+        system.tell(ref, Note(sender="a", sequence=3))
+        await system.wait_idle()
+        cell = system._cells["echo"]
+        assert (cell.failures_total, cell.restarts_total) == (0, 0)
+        assert system.statistics().dead_letters_total == 2
+        assert [note.sequence for note in echo.notes] == [3]
+        assert system._cells["echo"].instance is echo
+
+
 async def test_inbound_delivery_waits_for_mailbox_capacity(clock, activity):
     from runtime.codec import WireEnvelope
 
     class Gate(Actor[Any]):
+        remote_tells = frozenset({Note})
+
         def receive(self, ctx: Context[Any], message: Any) -> None:
             pass
 

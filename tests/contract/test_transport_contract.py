@@ -23,13 +23,14 @@ import pytest_asyncio
 from runtime import Actor, ActorRef, ActorSystem, AskTimedOut, Context, PeerUnavailable, UnknownActor
 from runtime.activity import Activity
 from runtime.clock import ManualClock
-from runtime.errors import AskTimeoutError, PeerUnavailableError, UnknownActorError
+from runtime.errors import AskTimeoutError, PeerUnavailableError, RefusedMessageError, UnknownActorError
 from runtime.transport.http import HttpServer, HttpTransport
 from runtime.transport.memory import MemoryNetwork, MemoryTransport
 from runtime.transport.sim import LinkBehaviour, SimNetwork, SimTransport
 from tests.support.runtime_actors import (
     AskerActor,
     EchoActor,
+    GetNotes,
     Note,
     Ping,
     PingAnswered,
@@ -103,6 +104,8 @@ async def cluster(request: pytest.FixtureRequest) -> AsyncIterator[Cluster]:
 
 class NoteCollector(Actor[Any]):
     """Keeps Notes in arrival order; sets ``done`` once ``expected`` have arrived."""
+
+    remote_tells = frozenset({Note})
 
     def __init__(self, expected: int, done: asyncio.Event, notes: list[Note]) -> None:
         self.expected = expected
@@ -228,3 +231,28 @@ async def test_multi_megabyte_payloads_cross_intact(cluster: Cluster) -> None:
     payload = bytes(range(256)) * (12 * 1024)  # 3 MiB
     reply = await cluster.a.ask(echo, Ping(sequence=1, payload=payload), timeout_ms=10_000)
     assert reply == Pong(sequence=1, payload=payload)
+
+
+async def test_a_kind_the_target_does_not_take_remotely_is_refused_before_its_mailbox(
+    cluster: Cluster,
+) -> None:
+    """Closed message sets: Note is a tell kind and Ping an ask kind of EchoActor. Each in the other
+    mode, or a kind outside its declarations, is refused at the edge and the actor never sees it."""
+    echo_actor = EchoActor()
+    echo = cluster.b.spawn("echo", lambda: echo_actor)
+    await cluster.a.ask(echo, Ping(sequence=0), timeout_ms=5000)  # started: its class is known
+    with pytest.raises(RefusedMessageError) as refused:
+        await cluster.a.ask(echo, Note(sender="x", sequence=1), timeout_ms=5000)
+    assert (refused.value.kind, refused.value.mode) == ("Note", "an ask")
+    with pytest.raises(RefusedMessageError):
+        await cluster.a.ask(echo, Pong(sequence=1), timeout_ms=5000)
+    # A tell of an ask kind is dropped (tells are at most once); the Note after it still arrives.
+    cluster.a.tell(echo, Ping(sequence=2))
+    cluster.a.tell(echo, Note(sender="x", sequence=3))
+    for _ in range(200):
+        notes = await cluster.a.ask(echo, GetNotes(), timeout_ms=5000)
+        if notes.notes:
+            break
+    assert [note.sequence for note in notes.notes] == [3]
+    cell = cluster.b._cells["echo"]
+    assert (cell.failures_total, cell.restarts_total) == (0, 0)

@@ -69,6 +69,9 @@ EchoMessage: TypeAlias = Ping | Note | GetNotes | Silence
 class EchoActor(Actor[EchoMessage]):
     """Replies Pong to Ping, records Notes in arrival order, ignores Silence."""
 
+    remote_asks = frozenset({Ping, GetNotes, Silence})
+    remote_tells = frozenset({Note})
+
     def __init__(self) -> None:
         self.notes: list[Note] = []
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import random
+import typing
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -114,6 +115,9 @@ class AdminStatistics:
 
 
 class AdminManagerActor(Actor[AdminMessage]):
+    # Every admin request comes from a client (or another broker's forwarding) and wants an answer.
+    remote_asks = frozenset(typing.get_args(AdminRequest))
+
     def __init__(
         self,
         *,
