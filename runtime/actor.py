@@ -83,7 +83,7 @@ def message_kinds(actor_class: type) -> frozenset[type] | None:
 def _classes_of(union: Any) -> frozenset[type] | None:
     if union is Any or union is object:
         return None
-    if isinstance(union, type) and not isinstance(union, types.GenericAlias):
+    if isinstance(union, type) and typing.get_origin(union) is None:
         return frozenset({union})
     if typing.get_origin(union) in (typing.Union, types.UnionType):
         members: set[type] = set()
