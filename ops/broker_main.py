@@ -169,6 +169,7 @@ async def run_broker(
             *json_api.routes(),
         ],
         max_body_bytes=settings.socket_request_max_bytes,
+        body_timeout_ms=settings.request_body_timeout_ms,
     )
     await server.start()
     seed = fresh_seed()

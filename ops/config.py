@@ -6,6 +6,10 @@ variables ``ACTORLOG_CFG_<KEY>`` (the key upper-cased with dots as underscores, 
 ``ACTORLOG_CFG_BROKER_ID=2`` — Kafka's keys contain no underscores, so the mapping is exact; this is
 how Kubernetes manifests set per-pod values), and ``--override key=value`` flags.
 
+``request.body.timeout.ms`` (default 30000, an actorlog key: Kafka's nearest is
+``connections.max.idle.ms``) bounds how long a request's body may take to arrive after its
+headers; then the server answers 408 REQUEST_TIMED_OUT and closes the connection.
+
 Every key is validated once, here: an unknown key is an error that names the closest known keys
 (a typo must not silently fall back to a default), and a bad value names the key, the value and
 what was expected. Secrets (``internal.auth.secret``) are redacted wherever the config is printed.
@@ -32,6 +36,7 @@ from actors.common.client_protocol import ConfigSource, DescribeConfigsEntry
 from actors.server.config import BrokerConfig
 from ops.properties import ConfigError, parse_properties
 from runtime.storage.config import BROKER_LOG_CONFIG_KEYS, LogConfig
+from runtime.transport.http import DEFAULT_BODY_TIMEOUT_MS
 
 __all__ = [
     "ENV_PREFIX",
@@ -66,6 +71,7 @@ class BrokerSettings:
     rack: str | None
     log_config: LogConfig
     socket_request_max_bytes: int
+    request_body_timeout_ms: int = DEFAULT_BODY_TIMEOUT_MS
     metrics_snapshot_dir: str | None
     metrics_snapshot_interval_ms: int
     cluster_id: str | None
@@ -120,6 +126,7 @@ _OTHER_KEYS: Final = frozenset(
         "internal.auth.secret",
         "broker.rack",
         "socket.request.max.bytes",
+        "request.body.timeout.ms",
         "metrics.snapshot.dir",
         "metrics.snapshot.interval.ms",
         "cluster.id",
@@ -216,6 +223,9 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
         rack=properties.get("broker.rack") or None,
         log_config=log_config,
         socket_request_max_bytes=_int(properties, "socket.request.max.bytes", 104_857_600, minimum=1024),
+        request_body_timeout_ms=_int(
+            properties, "request.body.timeout.ms", DEFAULT_BODY_TIMEOUT_MS, minimum=1
+        ),
         metrics_snapshot_dir=properties.get("metrics.snapshot.dir") or None,
         metrics_snapshot_interval_ms=_int(properties, "metrics.snapshot.interval.ms", 60_000, minimum=1000),
         cluster_id=properties.get("cluster.id") or None,

@@ -122,6 +122,7 @@ from runtime.errors import AskTimeoutError, PeerUnavailableError, RemoteRequestE
 from runtime.ref import ActorRef
 from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
+from runtime.transport.http import BodyTimeoutError
 
 __all__ = ["JsonApi", "json_api_routes"]
 
@@ -515,11 +516,15 @@ class JsonApi:
             raise too_large
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.content.iter_any():
-            size += len(chunk)
-            if size > limit:
-                raise too_large
-            chunks.append(chunk)
+        try:
+            async for chunk in request.content.iter_any():
+                size += len(chunk)
+                if size > limit:
+                    raise too_large
+                chunks.append(chunk)
+        except BodyTimeoutError as error:
+            # The server's body timeout (HttpServer): nothing was parsed, nothing is written.
+            raise ApiError(408, ErrorCode.REQUEST_TIMED_OUT, str(error)) from None
         return b"".join(chunks)
 
     async def _send(

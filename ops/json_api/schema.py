@@ -279,6 +279,8 @@ _STATUS_TEXT: Final = {
     "(INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, INVALID_REQUIRED_ACKS, INVALID_TIMESTAMP, INVALID_RECORD).",
     401: "Missing or wrong Authorization: Bearer <internal.auth.secret> (SASL_AUTHENTICATION_FAILED).",
     404: "Unknown topic or partition (UNKNOWN_TOPIC_OR_PARTITION).",
+    408: "The body did not arrive in full within the broker's request.body.timeout.ms; nothing was "
+    "written and the connection is closed (REQUEST_TIMED_OUT).",
     413: "Body above socket.request.max.bytes (MESSAGE_TOO_LARGE), too many records in one request or "
     "a batch above max.message.bytes (RECORD_LIST_TOO_LARGE, MESSAGE_TOO_LARGE).",
     415: "The body is not application/json (INVALID_REQUEST).",
@@ -371,7 +373,7 @@ def _produce_operation(summary: str, description: str, operation_id: str) -> Sch
         "responses": {
             "200": _response("Every record was written.", _ref("ProduceResult")),
             **_errors(401),
-            **_produce_errors(400, 404, 413, 415, 500, 502, 503),
+            **_produce_errors(400, 404, 408, 413, 415, 500, 502, 503),
         },
     }
 
@@ -412,7 +414,9 @@ def _document() -> dict[str, Any]:
             "description": "Produce JSON records, read records by offset, and read cluster and topic "
             "metadata, on any broker. Records are forwarded to each partition's leader. Errors carry "
             "Kafka's error codes and names. The same listener also serves /metrics, /healthz, "
-            "/readyz and the internal actor endpoints, which are not part of this API.",
+            "/readyz and the internal actor endpoints, which are not part of this API. Before any route, "
+            "the listener answers a request line above 8192 bytes 414, a header field above 8190 bytes "
+            "or more than 128 headers 431, and any other malformed request 400, with the Error shape.",
         },
         "security": [{"bearerAuth": []}],
         "paths": {

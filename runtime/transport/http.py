@@ -13,6 +13,13 @@ message names the field) or for a kind its target actor does not take from anoth
 mode (in a tell batch such envelopes are skipped and listed, the rest delivered; a batch of nothing
 else is a 400), ``413`` for a body above ``max_body_bytes``.
 
+The server (``HttpServer``, every endpoint it serves, the JSON API's too) bounds what a client can
+hold open or make it log: a body not in full within ``body_timeout_ms`` of its headers is answered
+``408`` REQUEST_TIMED_OUT and the connection closed; a request line above
+``MAX_REQUEST_LINE_BYTES`` is ``414``, a header field above ``MAX_HEADER_FIELD_BYTES`` or more than
+``MAX_HEADERS`` headers ``431``, any other malformed request head ``400`` (INVALID_REQUEST, the
+connection closed), each logged as one line, never with a traceback.
+
 Sending side:
 
 * Tells to one peer go through one ordered channel drained by one task: whatever has queued up is
@@ -42,6 +49,8 @@ from typing import Any
 import aiohttp
 import orjson
 from aiohttp import web
+from aiohttp.http_exceptions import HttpProcessingError, LineTooLong
+from aiohttp.typedefs import Middleware
 
 from runtime.codec import (
     FRAME_CONTENT_TYPE,
@@ -65,10 +74,16 @@ from runtime.transport.base import InboundHandler, TaskSpawner
 
 __all__ = [
     "ASK_PATH",
+    "DEFAULT_BODY_TIMEOUT_MS",
+    "MAX_HEADERS",
+    "MAX_HEADER_FIELD_BYTES",
+    "MAX_REQUEST_LINE_BYTES",
     "TELL_PATH",
+    "BodyTimeoutError",
     "FramePayload",
     "HttpServer",
     "HttpTransport",
+    "body_timeout_middleware",
     "error_response",
     "frame_body",
     "json_error_middleware",
@@ -206,8 +221,128 @@ async def json_error_middleware(request: web.Request, handler: Handler) -> web.S
         return error_response(error.status, WireError.INVALID_REQUEST, error.reason)
 
 
+# How long a request's body may take to arrive after its headers (``request.body.timeout.ms``).
+DEFAULT_BODY_TIMEOUT_MS = 30_000
+# The limits on a request's head. aiohttp reports a line above its limit with nothing but the
+# limit, so the two line limits differ by a little: the one broken says whether it was the request
+# line (414) or a header field (431). MAX_HEADERS is aiohttp's default.
+MAX_REQUEST_LINE_BYTES = 8192
+MAX_HEADER_FIELD_BYTES = 8190
+MAX_HEADERS = 128
+
+
+class BodyTimeoutError(TimeoutError):
+    """A request body that did not arrive in full within the server's body timeout.
+
+    A TimeoutError, so that aiohttp, when it drains what a handler left unread of such a body,
+    stops at once and closes the connection instead of logging an unhandled exception."""
+
+
+def body_timeout_middleware(timeout_ms: int) -> Middleware:
+    """Fail the reads of a request body that is not in full ``timeout_ms`` after its headers.
+
+    aiohttp has no read timeout: a client that announces more than it sends holds the connection,
+    and the handler reading its body, forever. Here a timer started when the handler is called
+    fails the body's stream with BodyTimeoutError (any read of it raises, now or later) unless the
+    body has fully arrived by then. A handler that lets the error through gets ``408``
+    REQUEST_TIMED_OUT; whatever a handler answers, the connection is closed after an expired body,
+    whose rest will never be read."""
+
+    @web.middleware
+    async def body_timeout(request: web.Request, handler: Handler) -> web.StreamResponse:
+        content = request.content
+        if content.is_eof():
+            return await handler(request)
+        expired = False
+
+        def expire() -> None:
+            nonlocal expired
+            if not content.is_eof():
+                expired = True
+                content.set_exception(
+                    BodyTimeoutError(
+                        f"the request body did not arrive in full within {timeout_ms} ms "
+                        "(request.body.timeout.ms)"
+                    )
+                )
+
+        timer = asyncio.get_running_loop().call_later(timeout_ms / 1000, expire)
+        try:
+            response = await handler(request)
+        except BodyTimeoutError as error:
+            response = error_response(408, WireError.REQUEST_TIMED_OUT, str(error))
+        finally:
+            timer.cancel()
+        if expired:
+            response.force_close()
+        return response
+
+    return body_timeout
+
+
+def _refusal(error: HttpProcessingError) -> tuple[int, str]:
+    """The status and message for a request head aiohttp's parser refused."""
+    if isinstance(error, LineTooLong):
+        limit = error.args[1] if len(error.args) > 1 else "?"
+        if str(limit) == str(MAX_REQUEST_LINE_BYTES):
+            return 414, f"the request line is longer than {limit} bytes"
+        return 431, f"a header field is longer than {limit} bytes"
+    if "too many headers" in error.message.lower():
+        return 431, f"the request has more than {MAX_HEADERS} header fields"
+    return 400, f"malformed HTTP request: {error.message}"
+
+
+class _JsonErrorRequestHandler(web.RequestHandler):
+    """aiohttp's connection protocol, whose own answers (given before any handler or middleware
+    runs) take the JSON error shape: a refused request head is one log line, not a traceback."""
+
+    def handle_error(
+        self,
+        request: web.BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
+        if isinstance(exc, HttpProcessingError):
+            status, text = _refusal(exc)
+            # The client's mistake, said once at INFO: a traceback would only show aiohttp's parser.
+            _log.info("refused a request from %s: %s %s", request.remote, status, text[:200])
+            if request.writer.output_size > 0:
+                raise ConnectionError("an answer was already sent: the error cannot be")
+            response = error_response(status, WireError.INVALID_REQUEST, text)
+        else:
+            # A handler failed (500) or timed out (504): a server fault, which aiohttp logs with its
+            # traceback; only the body changes.
+            answer = super().handle_error(request, status, exc, message)
+            error = WireError.REQUEST_TIMED_OUT if answer.status == 504 else WireError.UNKNOWN_SERVER_ERROR
+            response = error_response(answer.status, error, answer.reason or "server error")
+        response.force_close()
+        return response
+
+
+class _JsonErrorServer(web.Server):
+    def __call__(self) -> web.RequestHandler:
+        return _JsonErrorRequestHandler(self, loop=self._loop, **self._kwargs)
+
+
+class _JsonErrorAppRunner(web.AppRunner):
+    """An AppRunner whose connections are served by _JsonErrorRequestHandler: aiohttp has no public
+    hook for the protocol class, so the server the application makes is remade as a _JsonErrorServer
+    with the same handler, request factory and settings."""
+
+    async def _make_server(self) -> web.Server:
+        made = await super()._make_server()  # runs the application's start-up, as AppRunner does
+        return _JsonErrorServer(
+            made.request_handler,
+            request_factory=made.request_factory,
+            handler_cancellation=made.handler_cancellation,
+            **made._kwargs,
+        )
+
+
 class HttpServer:
-    """An aiohttp server embedded in a node's event loop (AppRunner + TCPSite)."""
+    """An aiohttp server embedded in a node's event loop (AppRunner + TCPSite), its limits and error
+    answers as the module docstring says."""
 
     def __init__(
         self,
@@ -217,11 +352,13 @@ class HttpServer:
         routes: Iterable[web.RouteDef],
         max_body_bytes: int,
         middlewares: Iterable[Any] = (),
+        body_timeout_ms: int = DEFAULT_BODY_TIMEOUT_MS,
     ) -> None:
         self.host = host
         self._requested_port = port
         self._app = web.Application(
-            client_max_size=max_body_bytes, middlewares=[json_error_middleware, *middlewares]
+            client_max_size=max_body_bytes,
+            middlewares=[json_error_middleware, body_timeout_middleware(body_timeout_ms), *middlewares],
         )
         self._app.add_routes(list(routes))
         self._runner: web.AppRunner | None = None
@@ -232,7 +369,15 @@ class HttpServer:
         return self._app
 
     async def start(self) -> None:
-        self._runner = web.AppRunner(self._app, access_log=None, handle_signals=False, shutdown_timeout=1.0)
+        self._runner = _JsonErrorAppRunner(
+            self._app,
+            access_log=None,
+            handle_signals=False,
+            shutdown_timeout=1.0,
+            max_line_size=MAX_REQUEST_LINE_BYTES,
+            max_field_size=MAX_HEADER_FIELD_BYTES,
+            max_headers=MAX_HEADERS,
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self._requested_port)
         await site.start()
