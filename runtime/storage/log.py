@@ -39,8 +39,11 @@ the log does on its own.
 *Crash recovery.* Everything below ``recovery_point`` was fsynced. After an unclean shutdown (no
 ``.kafka_cleanshutdown`` marker in the log dir) every segment from the one holding the recovery point
 on is re-validated batch by batch (framing, CRC, offsets); the first invalid byte and everything
-after it is cut, and later segments are deleted (log_loader.py); cuts and deletions are fsynced
-before the log is used, so a second power loss cannot bring the cut bytes back. Indexes of
+after it is cut, and later segments are moved aside (log_loader.py); cuts and renames are fsynced
+before the log is used, so a second power loss cannot bring the cut bytes back. After a clean
+shutdown the active segment alone is checked the same way (a clean stop does not prove the bytes
+stayed intact since) and recovered only if a batch fails. Each partition that needed work gets one
+summary line ("Recovered log ...", log_recovery.py) after its per-action WARN lines. Indexes of
 recovered segments are rebuilt, newer leader epochs re-assigned from the batches, and the producer
 state rebuilt by scanning
 batch headers from the first segment (no producer snapshot files are written; in-memory snapshots
@@ -223,6 +226,14 @@ class Log:
         log.update_high_watermark(high_watermark)
         if any(a.kind is RecoveryKind.RECORDS_MISSING for a in report.actions[first_action:]):
             log.missing_flushed_offsets = (log._log_end_offset, recovery_point)
+        report.summarize(
+            posixpath.basename(directory),
+            first_action,
+            clean_shutdown=clean_shutdown,
+            checkpointed_recovery_point=recovery_point,
+            log_end_offset=log._log_end_offset,
+            recovery_point=log._recovery_point,
+        )
         log._directory_changes = 1  # The directory's entries are not known to be durable yet.
         return log
 

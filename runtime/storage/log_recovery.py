@@ -13,12 +13,19 @@ Rules kept here:
 * Counters only go up; ``truncated_bytes`` sums the bytes cut off segments. ``cut_from_offset``
   keeps the lowest offset from which a partition's loaded log lost records it had on disk (a cut, or
   segments moved aside): the loaded log is the prefix below it.
+* Once a partition is loaded (``Log.open``), ``summarize`` adds one line for it, in Kafka's words
+  ("Recovered log <partition> (clean shutdown: yes|no): ..."), with the numbers: segments whose
+  indexes were rebuilt, bytes and batches cut and at which offset and why, files moved aside,
+  checkpoints not trusted, flushed offsets gone, where the log now ends. WARN when the partition's
+  files were damaged (anything beyond the routine re-validation after an unclean shutdown), INFO
+  otherwise; nothing for a partition that needed nothing.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
+import posixpath
 from dataclasses import dataclass, field
 
 __all__ = ["RecoveryAction", "RecoveryKind", "RecoveryReport"]
@@ -52,6 +59,10 @@ class RecoveryAction:
     detail: str
     truncated_bytes: int = 0
     cut_from_offset: int | None = None
+    # A cut: the complete batches the cut bytes framed (None: not countable), and the kind of damage
+    # at which it was made ("a CRC mismatch", "a batch cut short", ...).
+    truncated_batches: int | None = None
+    cause: str = ""
 
 
 @dataclass(slots=True)
@@ -91,3 +102,54 @@ class RecoveryReport:
             if action.partition == partition and action.cut_from_offset is not None
         ]
         return min(cuts) if cuts else None
+
+    def summarize(
+        self,
+        partition: str,
+        since: int,
+        *,
+        clean_shutdown: bool,
+        checkpointed_recovery_point: int,
+        log_end_offset: int,
+        recovery_point: int,
+    ) -> str | None:
+        """Log (and return) one line for what loading ``partition`` did, from the actions recorded
+        from index ``since`` on; None, and nothing logged, when it needed nothing. The recovery points
+        are the one read from the checkpoint and the one the loaded log uses."""
+        actions = [action for action in self.actions[since:] if action.partition == partition]
+        if not actions:
+            return None
+        by_kind: dict[RecoveryKind, list[RecoveryAction]] = {}
+        for action in actions:
+            by_kind.setdefault(action.kind, []).append(action)
+        done: list[str] = []
+        if recovered := by_kind.get(RecoveryKind.SEGMENT_RECOVERED):
+            done.append(f"rebuilt offset and time indexes of {len(recovered)} segment(s)")
+        for cut in by_kind.get(RecoveryKind.BYTES_TRUNCATED, []):
+            if cut.truncated_bytes == 0:  # every segment ended below the log start offset: removed
+                done.append(f"removed segments holding only deleted records (log end {cut.cut_from_offset})")
+                continue
+            batches = "" if cut.truncated_batches is None else f" ({cut.truncated_batches} batches)"
+            done.append(
+                f"truncated {cut.truncated_bytes} bytes{batches} at offset {cut.cut_from_offset} "
+                f"after {cut.cause or 'an invalid batch'} in {posixpath.basename(cut.path)}"
+            )
+        if moved := by_kind.get(RecoveryKind.FILE_MOVED_ASIDE):
+            done.append(f"moved {len(moved)} file(s) aside (.stray)")
+        if checkpoints := by_kind.get(RecoveryKind.CHECKPOINT_REBUILT):
+            names = sorted({posixpath.basename(action.path) for action in checkpoints})
+            done.append(f"rebuilt or ignored {', '.join(names)}")
+        if RecoveryKind.EPOCH_ENTRIES_DROPPED in by_kind:
+            done.append("dropped the leader epoch entries at or beyond the log end offset")
+        if missing := by_kind.get(RecoveryKind.RECORDS_MISSING):
+            done.append(
+                f"offsets {missing[0].cut_from_offset}..{checkpointed_recovery_point - 1} were flushed but "
+                "are gone from this replica (a follower fetches them again from its leader)"
+            )
+        routine = set(by_kind) == {RecoveryKind.SEGMENT_RECOVERED}
+        line = (
+            f"Recovered log {partition} (clean shutdown: {'yes' if clean_shutdown else 'no'}): "
+            f"{'; '.join(done)}; log end offset {log_end_offset}, recovery point {recovery_point}"
+        )
+        _log.log(logging.INFO if routine else logging.WARNING, "%s", line, extra={"tp": partition})
+        return line

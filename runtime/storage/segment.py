@@ -11,7 +11,9 @@ Rules kept here (Kafka's ``LogSegment``, docs/log.md §2-§7):
 * Rolling decisions (``should_roll``) use the first batch's max timestamp when it is >= 0, else the
   segment's creation time on the monotonic clock; ``roll_jitter_ms`` is fixed at creation.
 * ``recover()`` rebuilds the indexes from the batches, validating each (framing, CRC, offsets), and
-  truncates the file at the first invalid byte.
+  truncates the file at the first invalid byte. ``first_invalid_batch()`` applies the same checks
+  without changing anything (the active segment's check at a clean start, log_loader.py): one rule
+  for what a valid batch is, so the check finds exactly where ``recover()`` would cut.
 * The timestamps used for the time index and retention are batch max timestamps paired with the
   batch's last offset, whichever path (leader, follower, recovery) appended the batch, so every
   replica and every restart produces the same ``.timeindex``.
@@ -22,7 +24,7 @@ from __future__ import annotations
 import posixpath
 import struct
 from collections.abc import Callable, Iterator
-from typing import Final
+from typing import Final, NamedTuple
 
 from runtime.storage.config import LogConfig
 from runtime.storage.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
@@ -44,7 +46,9 @@ __all__ = [
     "LOG_SUFFIX",
     "TIME_INDEX_SUFFIX",
     "LogSegment",
+    "SegmentDamage",
     "SegmentPosition",
+    "SegmentRecovery",
     "read_file_batches",
     "segment_file_name",
 ]
@@ -83,6 +87,33 @@ class SegmentPosition(tuple[int, int, int]):
     @property
     def size(self) -> int:
         return self[2]
+
+
+class SegmentDamage(NamedTuple):
+    """Where a segment stops holding valid batches, and why."""
+
+    position: int  # the byte at which the first invalid (or incomplete) batch starts
+    next_offset: int  # the offset after the last valid batch: the log end offset after a cut there
+    cause: str  # what kind of damage, for a summary line: "a CRC mismatch", "a batch cut short", ...
+    problem: str  # the details: positions, offsets, stored and computed CRC
+
+
+class SegmentRecovery(NamedTuple):
+    """What ``LogSegment.recover`` did."""
+
+    truncated_bytes: int
+    # Why validation stopped before the end of the file; None when every byte held a valid batch.
+    damage: SegmentDamage | None
+    # The complete batches the cut bytes framed (the invalid one first, CRCs not checked), or None
+    # when their framing could not be followed to the end of the file.
+    truncated_batches: int | None
+
+
+class _InvalidBatch(Exception):
+    def __init__(self, cause: str, problem: str) -> None:
+        super().__init__(problem)
+        self.cause = cause
+        self.problem = problem
 
 
 class LogSegment:
@@ -456,29 +487,78 @@ class LogSegment:
 
     # --------------------------------------------------------------------- recovery, truncation
 
-    def recover(self, on_batch: Callable[[BatchHeader], None]) -> int:
+    def _valid_batches(self) -> Iterator[RecordBatch]:
+        """The batches from the first byte on, each checked as recovery checks it: framing (length,
+        magic, codec), CRC, and offsets that fit this segment and do not go backwards. Raises
+        ``_InvalidBatch`` at the first invalid batch; stops quietly at an incomplete one."""
+        batches = self.batches()
+        next_offset = self.base_offset
+        while True:
+            try:
+                batch = next(batches, None)
+            except CorruptRecordError as error:
+                raise _InvalidBatch("a batch that cannot be framed", str(error)) from error
+            if batch is None:
+                return
+            try:
+                batch.ensure_valid()
+            except CorruptRecordError as error:
+                raise _InvalidBatch("a CRC mismatch", str(error)) from error
+            header = batch.header
+            # Base offset and length lie outside the CRC: offsets are checked on their own.
+            if (
+                not self.can_convert_to_relative_offset(header.last_offset)
+                or header.base_offset < next_offset
+            ):
+                raise _InvalidBatch(
+                    "offsets that do not fit the segment",
+                    f"batch at byte {batch.position} has offsets {header.base_offset}..{header.last_offset}, "
+                    f"not at or after offset {next_offset} of segment {self.base_offset}",
+                )
+            next_offset = header.last_offset + 1
+            yield batch
+
+    def _damage_at(
+        self, valid_bytes: int, next_offset: int, error: _InvalidBatch | None
+    ) -> SegmentDamage | None:
+        if error is not None:
+            return SegmentDamage(valid_bytes, next_offset, error.cause, error.problem)
+        if valid_bytes == self.size:
+            return None
+        return SegmentDamage(
+            valid_bytes,
+            next_offset,
+            "a batch cut short",
+            f"bytes {valid_bytes}..{self.size - 1} do not hold a complete batch",
+        )
+
+    def first_invalid_batch(self) -> SegmentDamage | None:
+        """Where ``recover()`` would cut, or None when every byte holds a valid batch. Reads the whole
+        file once and changes nothing (not even the indexes)."""
+        valid_bytes = 0
+        next_offset = self.base_offset
+        try:
+            for batch in self._valid_batches():
+                valid_bytes = batch.position + batch.size_in_bytes
+                next_offset = batch.header.last_offset + 1
+        except _InvalidBatch as error:
+            return self._damage_at(valid_bytes, next_offset, error)
+        return self._damage_at(valid_bytes, next_offset, None)
+
+    def recover(self, on_batch: Callable[[BatchHeader], None]) -> SegmentRecovery:
         """Rebuild the indexes from the batches, stopping at the first invalid one, and truncate the
-        file there. ``on_batch`` sees every valid batch header (epoch cache, producer state).
-        Returns the number of bytes truncated."""
+        file there. ``on_batch`` sees every valid batch header (epoch cache, producer state)."""
         self.offset_index.reset()
         self.time_index.reset()
         self.max_timestamp_so_far = NO_TIMESTAMP
         self.offset_of_max_timestamp_so_far = self.base_offset
         valid_bytes = 0
+        next_offset = self.base_offset
         last_index_entry = 0
+        invalid: _InvalidBatch | None = None
         try:
-            for batch in self.batches():
+            for batch in self._valid_batches():
                 header = batch.header
-                batch.ensure_valid()
-                if (
-                    not self.can_convert_to_relative_offset(header.last_offset)
-                    or header.base_offset < self.base_offset
-                ):
-                    raise InvalidOffsetError(
-                        f"batch at byte {batch.position} has offsets "
-                        f"{header.base_offset}..{header.last_offset}, "
-                        f"not relative to segment base {self.base_offset}"
-                    )
                 if header.max_timestamp > self.max_timestamp_so_far:
                     self.max_timestamp_so_far = header.max_timestamp
                     self.offset_of_max_timestamp_so_far = header.last_offset
@@ -489,17 +569,35 @@ class LogSegment:
                     )
                     last_index_entry = valid_bytes
                 valid_bytes += header.size_in_bytes
+                next_offset = header.last_offset + 1
                 on_batch(header)
-        except (CorruptRecordError, InvalidOffsetError):
-            pass  # Everything from the first invalid batch on is cut below.
+        except _InvalidBatch as error:
+            invalid = error  # Everything from the first invalid batch on is cut below.
+        except InvalidOffsetError as error:  # the index refused the batch's offset: cut there too
+            invalid = _InvalidBatch("an offset that cannot be indexed", str(error))
+        damage = self._damage_at(valid_bytes, next_offset, invalid)
         truncated = self.size - valid_bytes
+        truncated_batches = self._count_batches(valid_bytes) if truncated else 0
         self.log_file.truncate(valid_bytes)
         self.time_index.maybe_append(
             self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far, skip_full_check=True
         )
         self.bytes_since_last_index_entry = valid_bytes - last_index_entry if valid_bytes else 0
         self._rolling_based_timestamp = None
-        return truncated
+        return SegmentRecovery(truncated, damage, truncated_batches)
+
+    def _count_batches(self, start_position: int) -> int | None:
+        """The complete batches from ``start_position`` to the end of the file, by their headers
+        only; None when the framing cannot be followed to the end (what the operator is told)."""
+        count = 0
+        end = start_position
+        try:
+            for position, header in self.iterate_headers(start_position):
+                count += 1
+                end = position + header.size_in_bytes
+        except CorruptRecordError:
+            return None
+        return count if end == self.size else None
 
     def truncate_to(self, offset: int, *, now_ms: int) -> int:
         """Remove every batch whose last offset is >= ``offset``; return the bytes removed."""

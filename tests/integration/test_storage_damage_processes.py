@@ -3,10 +3,11 @@ what was acknowledged — on real broker processes and a real ZooKeeper, once pe
 
 This module owns that end-to-end promise of log loading (runtime/storage/log_loader.py, docs/log.md
 §7): whatever a stopped replica's directory looks like (a stray copy of a segment, garbage in a
-checkpoint, a log start offset beyond the log, a torn tail, a missing middle segment, missing or
-corrupt indexes), the broker starts, repairs without losing or duplicating anything it keeps, says so
-at WARN naming the partition (or the damaged log dir file), and re-fetches from the leader whatever
-it dropped, so that every replica's files end as the same contiguous list of acknowledged records.
+checkpoint, a log start offset beyond the log, a torn tail, a batch of the active segment corrupted
+after a clean stop, a missing middle segment, missing or corrupt indexes), the broker starts,
+repairs without losing or duplicating anything it keeps, says so at WARN naming the partition (or
+the damaged log dir file), and re-fetches from the leader whatever it dropped, so that every
+replica's files end as the same contiguous list of acknowledged records.
 
 Scenario: brokers 1, 2, 3 (broker 1 started first: the controller and the leader), one partition on
 [1, 2, 3] with small segments and min.insync.replicas=2; acks=all writes; broker 3 stopped (SIGTERM,
@@ -131,6 +132,19 @@ def torn_active_segment(partition_dir: Path, log_dir: Path) -> list[str]:
     return []
 
 
+def corrupt_active_segment(partition_dir: Path, log_dir: Path) -> list[str]:
+    """After a clean stop: one byte inside the first batch of the active segment flipped (the last
+    byte of its records, under its CRC). A clean start used to serve it as it was."""
+    assert (log_dir / CLEAN_SHUTDOWN_MARKER).exists()
+    segment = log_files(partition_dir)[-1]
+    data = bytearray(segment.read_bytes())
+    assert data, "the active segment must hold a batch"
+    _base_offset, length = _BATCH_PREFIX.unpack_from(data, 0)
+    data[_BATCH_PREFIX.size + length - 1] ^= 0xFF
+    segment.write_bytes(bytes(data))
+    return []
+
+
 def deleted_middle_segment(partition_dir: Path, _log_dir: Path) -> list[str]:
     """A middle segment's three files removed: a gap, with complete segments after it."""
     logs = log_files(partition_dir)
@@ -180,6 +194,7 @@ DAMAGES = (
         warned_about="replication-offset-checkpoint",
     ),
     Damage("torn-active-segment", torn_active_segment, stop_signal=signal.SIGKILL),
+    Damage("corrupt-active-segment", corrupt_active_segment),
     Damage("deleted-middle-segment", deleted_middle_segment),
     Damage("missing-indexes", missing_indexes),
     Damage("corrupt-index", corrupt_index),
