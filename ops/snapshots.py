@@ -51,6 +51,7 @@ from prometheus_client import CollectorRegistry
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
+from ops.clients.connection import ClientCredential
 from ops.rollup.schema import (
     SNAPSHOT_ARROW_SCHEMA,
     SNAPSHOT_GLOB,
@@ -649,8 +650,8 @@ class ExportOptions:
     duration_ms: int | None = None
     rounds: int | None = None
     scrape_timeout_s: float = 5.0
-    # The brokers' internal.auth.secret: /v1/cluster (the membership) needs it.
-    secret: str | None = field(default=None, repr=False)
+    # A client user's credential (or the broker identity's secret): /v1/cluster needs one.
+    secret: str | ClientCredential | None = field(default=None, repr=False)
 
 
 async def run_export(
@@ -664,7 +665,7 @@ async def run_export(
     loop = asyncio.get_running_loop()
     interval_s = options.interval_ms / 1000
     connector = aiohttp.TCPConnector(limit=64, limit_per_host=2)
-    headers = {"Authorization": f"Bearer {options.secret}"} if options.secret else None
+    headers = {"Authorization": ClientCredential.of(options.secret).authorization} if options.secret else None
     async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
         exporter = SnapshotExporter(
             session, options.bootstrap, options.out_dir, scrape_timeout_s=options.scrape_timeout_s

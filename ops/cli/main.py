@@ -61,6 +61,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("ops.cli.demo", "the main job: a local cluster, ISR shrink/expand, leader failover, rollup"),
     "rollup": ("ops.rollup.job", "PySpark rollup of exported metric snapshots"),
     "snapshots": ("ops.cli.snapshots", "export metric snapshots from a running cluster (snapshots export)"),
+    "users": ("ops.cli.users", "add, delete and list client users (SCRAM-SHA-256 in ZooKeeper)"),
     "zookeeper": ("ops.cli.zookeeper", "run a standalone ZooKeeper from the installed package"),
 }
 

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ops.clients.connection import load_client_properties, resolve_secret
+from ops.clients.connection import load_client_properties, resolve_credential
 from ops.properties import ConfigError
 from ops.snapshots import (
     ExportOptions,
@@ -74,7 +74,9 @@ def _parser() -> argparse.ArgumentParser:
         "--scrape-timeout", type=_duration_argument, default="5s", help="per-request timeout (5s)"
     )
     export.add_argument(
-        "--command-config", metavar="FILE", help="client properties with internal.auth.secret (see README)"
+        "--command-config",
+        metavar="FILE",
+        help="client properties with a user's sasl.jaas.config (see README)",
     )
     return parser
 
@@ -99,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     prog = "actorlog snapshots export"
     try:
-        secret = resolve_secret(load_client_properties(arguments.command_config))
+        secret = resolve_credential(load_client_properties(arguments.command_config))
     except ConfigError as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2

@@ -45,7 +45,7 @@ from actors.common.client_protocol import (
 from actors.common.errors import ErrorCode, KafkaError
 from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME, broker_node, broker_ref
 from actors.common.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse, PartitionMetadata
-from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
+from ops.clients.connection import ClientCredential, ClientNode, load_client_properties, resolve_credential
 from runtime.clock import wait_ms
 from runtime.ref import ActorRef
 
@@ -119,7 +119,7 @@ class Admin:
         self,
         bootstrap_servers: str | Sequence[str],
         *,
-        secret: str | None = None,
+        secret: str | ClientCredential | None = None,
         command_config: str | os.PathLike[str] | None = None,
         default_api_timeout_ms: int = _DEFAULT_API_TIMEOUT_MS,
         request_timeout_ms: int = _REQUEST_TIMEOUT_MS,
@@ -127,7 +127,7 @@ class Admin:
         properties = load_client_properties(command_config)
         self._node = ClientNode(
             bootstrap_servers,
-            secret=secret or resolve_secret(properties),
+            secret=secret or resolve_credential(properties),
             client_id=properties.get("client.id", "adminclient"),
         )
         self._api_timeout_ms = default_api_timeout_ms

@@ -1,25 +1,29 @@
 """A client process's presence on the cluster: its actor system, transport and bootstrap servers.
 
 Clients (producer, consumer, admin, the CLI tools) talk to brokers as actors do: an ask is one
-authenticated POST to a broker's internal endpoint, the reply is the response body. A client node
-serves nothing, so every exchange is an ask.
+authenticated POST to a broker's client endpoint (``/client/v1``, never ``/internal/v1``), the reply
+is the response body. A client node serves nothing, so every exchange is an ask (or an acks=0 tell).
 
 Rules kept:
 * ``bootstrap.servers`` (``host:port[,host:port...]``) are reached before any broker id is known:
   each is the node ``bootstrap-<i>``; the first Metadata response names the brokers, and from then
   on they are addressed by broker id (as Kafka's client does with its negative bootstrap node ids).
-* The shared secret comes from the client properties (``internal.auth.secret``, e.g. from
-  ``--command-config``), else ``ACTORLOG_INTERNAL_AUTH_SECRET``, else the ``client.properties``
-  that ``actorlog cluster up`` writes into its data directory (``./actorlog-data`` by default).
+* The credential is a client user's, as Kafka's clients give it (``sasl.jaas.config`` with a
+  ``username``/``password``, or librdkafka's ``sasl.username``/``sasl.password``), from the client
+  properties (e.g. ``--command-config``), else the ``client.properties`` that ``actorlog cluster up``
+  writes into its data directory (``./actorlog-data`` by default). An operator on a broker's machine
+  may use the broker identity instead (``internal.auth.secret`` or ``ACTORLOG_INTERNAL_AUTH_SECRET``).
   Missing everywhere is a clear error, never an unauthenticated attempt.
 """
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
@@ -35,19 +39,22 @@ from runtime.ref import ActorRef
 from runtime.rng import fresh_seed, node_rng
 from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
+from runtime.transport.client_endpoint import CLIENT_ASK_PATH, CLIENT_TELL_PATH
 from runtime.transport.http import HttpTransport
 
 __all__ = [
     "DEFAULT_DATA_DIR",
     "SECRET_ENV",
+    "ClientCredential",
     "ClientNode",
     "load_client_properties",
     "parse_bootstrap_servers",
-    "resolve_secret",
+    "resolve_credential",
 ]
 
 SECRET_ENV: Final = "ACTORLOG_INTERNAL_AUTH_SECRET"
 DEFAULT_DATA_DIR: Final = Path("actorlog-data")
+_JAAS_FIELD = re.compile(r'\b(?P<key>username|password)\s*=\s*"(?P<value>(?:[^"\\]|\\.)*)"')
 _HOST_PORT = re.compile(r"^(?P<host>\[[^\]]+\]|[^:\s]+):(?P<port>\d{1,5})$")
 
 
@@ -78,21 +85,70 @@ def load_client_properties(path: str | os.PathLike[str] | None) -> dict[str, str
     return parse_properties(text)
 
 
-def resolve_secret(properties: Mapping[str, str], *, data_dir: Path = DEFAULT_DATA_DIR) -> str:
-    secret = properties.get("internal.auth.secret") or os.environ.get(SECRET_ENV)
-    if not secret:
+@dataclass(frozen=True, slots=True)
+class ClientCredential:
+    """A client user (``username`` and ``password``), or the broker identity (``username`` None,
+    ``password`` the internal secret) for an operator on a broker's machine."""
+
+    username: str | None
+    password: str = field(repr=False)
+
+    @classmethod
+    def of(cls, value: str | ClientCredential) -> ClientCredential:
+        """A bare string is the broker identity's secret."""
+        return value if isinstance(value, ClientCredential) else cls(None, value)
+
+    @property
+    def authorization(self) -> str:
+        if self.username is None:
+            return f"Bearer {self.password}"
+        token = base64.b64encode(f"{self.username}:{self.password}".encode()).decode("ascii")
+        return f"Basic {token}"
+
+    def describe(self) -> str:
+        return (
+            "the broker identity (internal.auth.secret)"
+            if self.username is None
+            else f"user {self.username!r}"
+        )
+
+
+def _credential_of(properties: Mapping[str, str]) -> ClientCredential | None:
+    jaas = properties.get("sasl.jaas.config")
+    if jaas:
+        fields = {m.group("key"): m.group("value").replace('\\"', '"') for m in _JAAS_FIELD.finditer(jaas)}
+        if "username" not in fields or "password" not in fields:
+            raise ConfigError('sasl.jaas.config must give username="..." and password="..."')
+        return ClientCredential(fields["username"], fields["password"])
+    if properties.get("sasl.username") or properties.get("sasl.password"):
+        username, password = properties.get("sasl.username"), properties.get("sasl.password")
+        if not username or not password:
+            raise ConfigError("sasl.username and sasl.password go together")
+        return ClientCredential(username, password)
+    if properties.get("internal.auth.secret"):
+        return ClientCredential(None, properties["internal.auth.secret"])
+    return None
+
+
+def resolve_credential(
+    properties: Mapping[str, str], *, data_dir: Path = DEFAULT_DATA_DIR
+) -> ClientCredential:
+    credential = _credential_of(properties)
+    if credential is None and os.environ.get(SECRET_ENV):
+        credential = ClientCredential(None, os.environ[SECRET_ENV])
+    if credential is None:
         fallback = data_dir / "client.properties"
         if fallback.is_file():
-            secret = load_client_properties(fallback).get("internal.auth.secret")
-    if not secret:
+            credential = _credential_of(load_client_properties(fallback))
+    if credential is None:
         raise ConfigError(
             "no credential for the brokers: run from the directory where `actorlog cluster up` wrote "
-            f"actorlog-data/client.properties, or set {SECRET_ENV}, or give a properties file with "
-            "internal.auth.secret (--command-config FILE for topics and snapshots, --producer.config "
-            "or --consumer.config FILE for produce, consume and perf; properties_file=/config_file= or "
-            "secret= in Python)"
+            "actorlog-data/client.properties, or give a properties file with sasl.jaas.config (or "
+            "sasl.username and sasl.password) of a user made with `actorlog users` (--command-config FILE "
+            "for topics and snapshots, --producer.config or --consumer.config FILE for produce, consume "
+            "and perf; properties_file=/config_file= or secret= in Python)"
         )
-    return secret
+    return credential
 
 
 class ClientNode:
@@ -103,7 +159,7 @@ class ClientNode:
         self,
         bootstrap_servers: str | Sequence[str],
         *,
-        secret: str,
+        secret: str | ClientCredential,
         client_id: str = "actorlog-client",
         clock: Clock | None = None,
         max_body_bytes: int = 104_857_600,
@@ -114,13 +170,20 @@ class ClientNode:
         self.address_book = AddressBook()
         for index, (host, port) in enumerate(self.bootstrap_servers):
             self.address_book.set(self._bootstrap_node(index), f"http://{_url_host(host)}:{port}")
+        self.credential = ClientCredential.of(secret)
         node_id = f"client-{client_id}-{uuid.uuid4().hex[:8]}"
         self.system = ActorSystem(
             node_id,
             clock=clock,
             rng=node_rng(fresh_seed(), node_id),
             transport=HttpTransport(
-                wire_codec(), secret=secret, resolve=self.address_book.resolve, max_body_bytes=max_body_bytes
+                wire_codec(),
+                secret=self.credential.password,
+                resolve=self.address_book.resolve,
+                max_body_bytes=max_body_bytes,
+                authorization=self.credential.authorization,
+                tell_path=CLIENT_TELL_PATH,
+                ask_path=CLIENT_ASK_PATH,
             ),
         )
 
@@ -153,7 +216,7 @@ class ClientNode:
                 if error.status == 401:
                     raise KafkaError(
                         ErrorCode.SASL_AUTHENTICATION_FAILED,
-                        "the broker refused this client's credential (internal.auth.secret)",
+                        f"the broker refused this client's credential ({self.credential.describe()})",
                     ) from None
                 failures.append(f"{target.node_id}: {error}")
             except TransportError as error:

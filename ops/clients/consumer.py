@@ -44,7 +44,7 @@ from actors.common.protocol import (
     MetadataResponse,
 )
 from actors.common.types import TopicPartition
-from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
+from ops.clients.connection import ClientCredential, ClientNode, load_client_properties, resolve_credential
 from ops.properties import ConfigError
 from runtime.ref import ActorRef
 
@@ -56,7 +56,7 @@ class Consumer:
         self,
         bootstrap_servers: str | Sequence[str],
         *,
-        secret: str | None = None,
+        secret: str | ClientCredential | None = None,
         config: Mapping[str, object] | None = None,
         config_file: str | os.PathLike[str] | None = None,
     ) -> None:
@@ -67,7 +67,7 @@ class Consumer:
             raise ConfigError(str(error)) from None
         self._node = ClientNode(
             bootstrap_servers,
-            secret=secret or resolve_secret({k: str(v) for k, v in properties.items()}),
+            secret=secret or resolve_credential({k: str(v) for k, v in properties.items()}),
             client_id=self.config.client_id,
         )
         self._ref: ActorRef | None = None

@@ -8,9 +8,8 @@
 Configuration uses Kafka's producer keys (``actors/clients/producer/config.py``): from a properties file
 (``properties_file=``), a ``config={...}`` dict, and keyword arguments with underscores for dots
 (``linger_ms=5``), later ones winning. ``enable.idempotence`` is on by default, so ``acks`` is
-``all``. The shared secret comes from ``secret=``, else ``internal.auth.secret``, else
-``ACTORLOG_INTERNAL_AUTH_SECRET``, else ``actorlog-data/client.properties``
-(``ops/clients/connection.py``).
+``all``. The credential comes from ``secret=`` (a ``ClientCredential``), else the properties'
+``sasl.jaas.config``, else ``actorlog-data/client.properties`` (``ops/clients/connection.py``).
 
 Theory of operation
 -------------------
@@ -82,7 +81,7 @@ from actors.clients.producer.protocol import (
 )
 from actors.common.errors import ErrorCode
 from actors.common.names import producer_name, producer_results_name
-from ops.clients.connection import ClientNode, load_client_properties, resolve_secret
+from ops.clients.connection import ClientCredential, ClientNode, load_client_properties, resolve_credential
 from ops.properties import ConfigError
 from runtime.actor import Actor
 from runtime.clock import Clock
@@ -145,7 +144,7 @@ class Producer:
         self,
         bootstrap_servers: str | Sequence[str] | None = None,
         *,
-        secret: str | None = None,
+        secret: str | ClientCredential | None = None,
         config: Mapping[str, object] | None = None,
         properties_file: str | os.PathLike[str] | None = None,
         node: ClientEndpoint | None = None,
@@ -165,7 +164,7 @@ class Producer:
             _log.info("producer %s: %s", self.config.client_id, note)
         if node is None:
             if secret is None:
-                secret = resolve_secret({k: v for k, v in properties.items() if isinstance(v, str)})
+                secret = resolve_credential({k: v for k, v in properties.items() if isinstance(v, str)})
             node = ClientNode(
                 list(self.config.bootstrap_servers),
                 secret=secret,

@@ -1,6 +1,7 @@
 """The JSON API: REST-proxy-style produce, read and metadata over HTTP, for people and other languages.
 
-Routes (all JSON; the ``/v1`` ones need ``Authorization: Bearer <internal.auth.secret>``)::
+Routes (all JSON; the ``/v1`` ones need a client user's ``Authorization: Basic <user:password>``, or
+the broker identity's ``Bearer <internal.auth.secret>``: ``ops/security/authenticator.py``)::
 
     GET  /openapi.json                                          the OpenAPI 3.1 document (open)
     GET  /v1/cluster                                            cluster id, controller, brokers
@@ -57,7 +58,6 @@ from __future__ import annotations
 
 import asyncio
 import functools
-import hmac
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
@@ -116,9 +116,16 @@ from ops.json_api.model import (
     topics_body,
 )
 from ops.json_api.schema import openapi_document
+from ops.security.authenticator import Authenticator
 from ops.wiring import BrokerNode
 from runtime.clock import Clock
-from runtime.errors import AskTimeoutError, PeerUnavailableError, RemoteRequestError, UnknownActorError
+from runtime.errors import (
+    AskTimeoutError,
+    CoordinationError,
+    PeerUnavailableError,
+    RemoteRequestError,
+    UnknownActorError,
+)
 from runtime.ref import ActorRef
 from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
@@ -194,6 +201,7 @@ class JsonApi:
         *,
         secret: str,
         max_body_bytes: int,
+        authenticator: Authenticator | None = None,
         max_records_per_request: int = MAX_RECORDS_PER_REQUEST,
         retry_backoff_ms: int = DEFAULT_RETRY_BACKOFF_MS,
         close_timeout_ms: int = DEFAULT_CLOSE_TIMEOUT_MS,
@@ -201,7 +209,7 @@ class JsonApi:
         if not secret:
             raise ValueError("the JSON API needs internal.auth.secret")
         self._node = node
-        self._auth_header = f"Bearer {secret}".encode()
+        self._authenticator = authenticator or Authenticator(internal_secret=secret, users=None)
         self.max_body_bytes = max_body_bytes
         self.max_records_per_request = max_records_per_request
         self.retry_backoff_ms = retry_backoff_ms
@@ -243,23 +251,29 @@ class JsonApi:
 
     # ------------------------------------------------------------------------------ the edge
 
-    def _authorised(self, request: web.Request) -> bool:
-        supplied = request.headers.get("Authorization", "").encode()
-        return hmac.compare_digest(supplied, self._auth_header)
+    async def _authorised(self, request: web.Request) -> bool:
+        return await self._authenticator.authenticate(request.headers.get("Authorization", "")) is not None
 
     def _guard(self, handler: NodeHandler) -> Handler:
         """Authentication, then the handler; every failure becomes a JSON error body."""
 
         @functools.wraps(handler)
         async def guarded(request: web.Request) -> web.StreamResponse:
-            if not self._authorised(request):
+            try:
+                authorised = await self._authorised(request)
+            except CoordinationError as error:
+                return _error(
+                    ApiError(503, ErrorCode.NETWORK_EXCEPTION, f"cannot check the credential now: {error}")
+                )
+            if not authorised:
                 return _json(
                     401,
                     error_body(
                         ErrorCode.SASL_AUTHENTICATION_FAILED,
-                        "missing or wrong credential (Authorization: Bearer <internal.auth.secret>)",
+                        "missing or wrong credential (Authorization: Basic <user:password> of a user made "
+                        "with `actorlog users`)",
                     ),
-                    {"WWW-Authenticate": 'Bearer realm="actorlog"'},
+                    {"WWW-Authenticate": 'Basic realm="actorlog"'},
                 )
             try:
                 node = self._node()

@@ -429,7 +429,13 @@ class HttpTransport:
         connections_per_peer: int = 32,
         session: aiohttp.ClientSession | None = None,
         source_host: str | None = None,
+        authorization: str | None = None,
+        tell_path: str = TELL_PATH,
+        ask_path: str = ASK_PATH,
     ) -> None:
+        """``authorization``, ``tell_path`` and ``ask_path`` are for a client: its own credential
+        (instead of ``Bearer <secret>``) and the client endpoint's paths. The server side (``routes``)
+        always takes the broker identity only."""
         if not secret:
             raise ValueError("internal.auth.secret must be set for the HTTP transport")
         if source_host is not None and session is not None:
@@ -450,7 +456,12 @@ class HttpTransport:
         self._channels: dict[str, _PeerChannel] = {}
         self._stopped = False
         self._timeouts: dict[int, aiohttp.ClientTimeout] = {}
-        self._headers_value = {"Authorization": self._auth_header, "Content-Type": FRAME_CONTENT_TYPE}
+        self._tell_path = tell_path
+        self._ask_path = ask_path
+        self._headers_value = {
+            "Authorization": authorization or self._auth_header,
+            "Content-Type": FRAME_CONTENT_TYPE,
+        }
         self.statistics = HttpTransportStatistics()
 
     # --------------------------------------------------------------------------- server side
@@ -603,7 +614,7 @@ class HttpTransport:
         assert session is not None
         timeout = aiohttp.ClientTimeout(total=self._tell_timeout_s, connect=self._connect_timeout_s)
         async with session.post(
-            base + TELL_PATH,
+            base + self._tell_path,
             data=frame_body(self.codec.encode_envelopes_parts(batch)),
             headers=self._headers(),
             timeout=timeout,
@@ -647,7 +658,7 @@ class HttpTransport:
         body = frame_body(self.codec.encode_envelopes_parts([envelope]))
         try:
             async with session.post(
-                base + ASK_PATH, data=body, headers=self._headers(), timeout=timeout
+                base + self._ask_path, data=body, headers=self._headers(), timeout=timeout
             ) as response:
                 status = response.status
                 if status == 200:

@@ -122,7 +122,10 @@ def test_cluster_up_describes_itself(cluster: RunningCluster) -> None:
     assert all(str(b["endpoint"]).startswith("http://127.0.0.1:") for b in brokers)
     assert description["zookeeper"]
     properties = (cluster.data_dir / "client.properties").read_text()
-    assert "internal.auth.secret=" in properties
+    # Clients get a user of their own (SCRAM-SHA-256), never the brokers' internal secret.
+    assert "internal.auth.secret" not in properties
+    assert "sasl.mechanism=SCRAM-SHA-256" in properties
+    assert 'ScramLoginModule required username="admin" password="' in properties
     assert oct((cluster.data_dir / "client.properties").stat().st_mode & 0o777) == "0o600"
 
 
@@ -232,7 +235,7 @@ def test_client_errors_are_one_clear_line(cluster: RunningCluster, tmp_path: Pat
     # Elsewhere there is no credential, unless given: the error says how to give one.
     elsewhere = actorlog(tmp_path, "topics", "--bootstrap-server", b, "--list")
     assert elsewhere.returncode == 1
-    assert "internal.auth.secret" in elsewhere.stderr
+    assert "sasl.jaas.config" in elsewhere.stderr
     wrong = actorlog(tmp_path, "topics", "--bootstrap-server", b, "--list", env={SECRET_ENV: "x" * 24})
     assert wrong.returncode == 1
     assert "refused this client's credential" in wrong.stderr

@@ -16,6 +16,8 @@ from typing import Any
 import orjson
 import pytest
 
+from ops.clients.connection import resolve_credential
+from ops.properties import parse_properties
 from tests.ops.test_cli_processes import RunningCluster, actorlog, cluster
 
 __all__ = ["cluster"]  # the module-scoped fixture, imported so that this module's tests can ask for it
@@ -58,13 +60,10 @@ def test_impossible_counts_are_refused_in_kafkas_words(cluster: RunningCluster) 
 
 
 def read_records(running: RunningCluster, topic: str, partition: int, query: str) -> tuple[int, Any]:
-    secret = next(
-        line.split("=", 1)[1]
-        for line in (running.data_dir / "client.properties").read_text().splitlines()
-        if line.startswith("internal.auth.secret=")
-    )
+    # The JSON API takes the client user that cluster up wrote into client.properties.
+    credential = resolve_credential(parse_properties((running.data_dir / "client.properties").read_text()))
     url = f"http://{running.bootstrap}/v1/topics/{topic}/partitions/{partition}/records?{query}"
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {secret}"})
+    request = urllib.request.Request(url, headers={"Authorization": credential.authorization})
     with urllib.request.urlopen(request, timeout=30) as response:
         return response.status, orjson.loads(response.read())
 

@@ -717,7 +717,7 @@ async def test_every_v1_route_needs_the_secret_and_the_document_does_not(api: Ap
                 path,
                 headers,
             )
-            assert answer.headers["WWW-Authenticate"].startswith("Bearer")
+            assert answer.headers["WWW-Authenticate"].startswith("Basic")
     assert (await api.read(ORDERS, 0, 0)).body["high_watermark"] == 0
 
 

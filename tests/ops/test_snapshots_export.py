@@ -416,7 +416,7 @@ def test_cli_without_a_credential_says_where_to_put_one(
     monkeypatch.chdir(tmp_path)  # no actorlog-data/client.properties here
     code = main(["export", "--bootstrap-server", "127.0.0.1:1", "--out", str(tmp_path / "out")])
     assert code == 2
-    assert "internal.auth.secret" in capsys.readouterr().err
+    assert "sasl.jaas.config" in capsys.readouterr().err
 
 
 @pytest.mark.asyncio
