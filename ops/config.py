@@ -10,15 +10,24 @@ how Kubernetes manifests set per-pod values), and ``--override key=value`` flags
 ``connections.max.idle.ms``) bounds how long a request's body may take to arrive after its
 headers; then the server answers 408 REQUEST_TIMED_OUT and closes the connection.
 
+Numbers are range-checked as Kafka 2.4's ConfigDef checks them (``BROKER_KEY_RANGES`` for the keys
+of BrokerConfig; LogConfig for the ``log.*`` defaults): within their Java type (INT or LONG) and
+within the validator Kafka defines for the key (``num.partitions`` at least 1, ...). Where Kafka has
+no validator but a zero or negative value cannot work (a timeout, a scheduling period, a count of
+fetchers) the lower bound is actorlog's, and the table says so.
+
 Every key is validated once, here: an unknown key is an error that names the closest known keys
 (a typo must not silently fall back to a default), and a bad value names the key, the value and
-what was expected. Secrets (``internal.auth.secret``) are redacted wherever the config is printed.
+what was expected. Secrets (``internal.auth.secret``, ``zookeeper.digest.password``) are redacted
+wherever the config is printed.
 
 Keys beyond ``actors.server.config.BrokerConfig`` and the storage's log defaults:
 ``listeners`` (``HTTP://host:port``), ``advertised.listeners``, ``log.dirs`` (one directory),
 ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``), ``internal.auth.secret``,
 ``broker.rack``, ``socket.request.max.bytes``, ``metrics.snapshot.dir``,
-``metrics.snapshot.interval.ms``, ``cluster.id``.
+``metrics.snapshot.interval.ms``, ``cluster.id``, and the ZooKeeper security keys
+``zookeeper.set.acl``, ``zookeeper.digest.username``, ``zookeeper.digest.password`` (read by
+``ops.zk_security``).
 """
 
 from __future__ import annotations
@@ -35,10 +44,13 @@ from typing import Final
 from actors.common.client_protocol import ConfigSource, DescribeConfigsEntry
 from actors.server.config import BrokerConfig
 from ops.properties import ConfigError, parse_properties
+from ops.zk_security import ZK_DIGEST_PASSWORD, ZK_SECURITY_KEYS, zk_security
+from runtime.coordination.zk_auth import ZkSecurity
 from runtime.storage.config import BROKER_LOG_CONFIG_KEYS, LogConfig
 from runtime.transport.http import DEFAULT_BODY_TIMEOUT_MS
 
 __all__ = [
+    "BROKER_KEY_RANGES",
     "ENV_PREFIX",
     "BrokerSettings",
     "Listener",
@@ -47,7 +59,7 @@ __all__ = [
 ]
 
 ENV_PREFIX: Final = "ACTORLOG_CFG_"
-SECRET_KEYS: Final = frozenset({"internal.auth.secret"})
+SECRET_KEYS: Final = frozenset({"internal.auth.secret", ZK_DIGEST_PASSWORD})
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +88,7 @@ class BrokerSettings:
     metrics_snapshot_interval_ms: int
     cluster_id: str | None
     properties: Mapping[str, str]
+    zookeeper_security: ZkSecurity
 
     def describe(self) -> list[str]:
         """The effective configuration as ``key = value`` lines, secrets redacted (start-up banner)."""
@@ -130,11 +143,46 @@ _OTHER_KEYS: Final = frozenset(
         "metrics.snapshot.dir",
         "metrics.snapshot.interval.ms",
         "cluster.id",
+        *ZK_SECURITY_KEYS,
     }
 )
 KNOWN_KEYS: Final = frozenset(_BROKER_CONFIG_KEYS) | BROKER_LOG_CONFIG_KEYS | _OTHER_KEYS
 _LISTENER = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>\d{1,5})$")
 _CONNECT = re.compile(r"^[^,/\s]+:\d{1,5}(,[^,/\s]+:\d{1,5})*(/[^\s]*)?$")
+
+_INT_MAX: Final = 2**31 - 1
+_LONG_MAX: Final = 2**63 - 1
+BROKER_KEY_RANGES: Final[Mapping[str, tuple[int, int]]] = {
+    # key: (least, most). Kafka 2.4's KafkaConfig type (INT/LONG) and validator; "actorlog" marks a
+    # lower bound Kafka does not declare (its value would stall, spin or never act here).
+    "broker.id": (0, _INT_MAX),  # actorlog: Kafka's -1 (a generated id) is not supported
+    "replica.lag.time.max.ms": (1, _LONG_MAX),  # actorlog
+    "replica.high.watermark.checkpoint.interval.ms": (1, _LONG_MAX),  # actorlog: a task period
+    "num.replica.fetchers": (1, _INT_MAX),  # actorlog
+    "replica.fetch.max.bytes": (1, _INT_MAX),  # Kafka: atLeast(0); 0 would fetch nothing
+    "replica.fetch.response.max.bytes": (0, _INT_MAX),  # Kafka: atLeast(0)
+    "replica.fetch.wait.max.ms": (0, _INT_MAX),  # actorlog
+    "replica.fetch.min.bytes": (0, _INT_MAX),  # actorlog
+    "replica.fetch.backoff.ms": (0, _INT_MAX),  # Kafka: atLeast(0)
+    "replica.socket.timeout.ms": (1, _INT_MAX),  # actorlog
+    "default.replication.factor": (1, 32_767),  # actorlog: a replication factor is Kafka's INT16
+    "num.partitions": (1, _INT_MAX),  # Kafka: atLeast(1)
+    "min.insync.replicas": (1, _INT_MAX),  # Kafka: atLeast(1)
+    "message.max.bytes": (0, _INT_MAX),  # Kafka: atLeast(0)
+    "request.timeout.ms": (1, _INT_MAX),  # actorlog
+    "zookeeper.session.timeout.ms": (1, _INT_MAX),  # actorlog
+    "zookeeper.connection.timeout.ms": (1, _INT_MAX),  # actorlog
+    "controller.socket.timeout.ms": (1, _INT_MAX),  # actorlog
+    "controlled.shutdown.max.retries": (0, _INT_MAX),  # actorlog: 0 skips the controlled shutdown
+    "controlled.shutdown.retry.backoff.ms": (0, _LONG_MAX),  # actorlog
+    "leader.imbalance.per.broker.percentage": (0, 100),  # actorlog: a percentage
+    "leader.imbalance.check.interval.seconds": (1, _LONG_MAX),  # actorlog: a task period
+    # Kafka: atLeast(0), but a period of 0 makes its scheduler refuse the task at start.
+    "log.flush.offset.checkpoint.interval.ms": (1, _INT_MAX),
+    "log.flush.start.offset.checkpoint.interval.ms": (1, _INT_MAX),
+    "log.retention.check.interval.ms": (1, _LONG_MAX),  # Kafka: atLeast(1)
+    "log.flush.scheduler.interval.ms": (1, _LONG_MAX),  # actorlog: a task period
+}
 
 
 def properties_from_environment(environ: Mapping[str, str]) -> dict[str, str]:
@@ -209,6 +257,7 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
             "internal.auth.secret must be set to a shared secret of at least 16 characters "
             "(brokers authenticate each other's internal requests with it)"
         )
+    zookeeper_security = zk_security(properties)
     try:
         log_config = LogConfig.from_broker_properties(properties)
     except ValueError as error:
@@ -230,6 +279,7 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
         metrics_snapshot_interval_ms=_int(properties, "metrics.snapshot.interval.ms", 60_000, minimum=1000),
         cluster_id=properties.get("cluster.id") or None,
         properties=dict(properties),
+        zookeeper_security=zookeeper_security,
     )
 
 
@@ -255,7 +305,8 @@ def _broker_config(properties: Mapping[str, str]) -> BrokerConfig:
         if field.type in ("bool", bool):
             values[field.name] = _parse_bool(key, raw)
         else:
-            values[field.name] = _parse_int(key, raw)
+            least, most = BROKER_KEY_RANGES[key]
+            values[field.name] = _in_range(key, _parse_int(key, raw), least, most)
     try:
         return BrokerConfig(**values)  # type: ignore[arg-type]
     except (TypeError, ValueError) as error:
@@ -289,13 +340,20 @@ def _parse_bool(key: str, raw: str) -> bool:
     return value == "true"
 
 
-def _int(properties: Mapping[str, str], key: str, default: int, *, minimum: int) -> int:
+def _in_range(key: str, value: int, least: int, most: int) -> int:
+    if value < least:
+        raise ConfigError(f"{key}: must be at least {least}, got {value}")
+    if value > most:
+        raise ConfigError(f"{key}: must be at most {most}, got {value}")
+    return value
+
+
+def _int(
+    properties: Mapping[str, str], key: str, default: int, *, minimum: int, maximum: int = _INT_MAX
+) -> int:
     if key not in properties:
         return default
-    value = _parse_int(key, properties[key])
-    if value < minimum:
-        raise ConfigError(f"{key}: must be at least {minimum}, got {value}")
-    return value
+    return _in_range(key, _parse_int(key, properties[key]), minimum, maximum)
 
 
 def _bool(properties: Mapping[str, str], key: str, default: bool) -> bool:

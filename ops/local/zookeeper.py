@@ -15,10 +15,15 @@ Where the pieces come from:
 Rules kept here:
 
 * A missing piece is a ``ZooKeeperNotInstalledError`` naming it and saying how to get it.
-* A taken port is refused before starting. Readiness is ``ruok`` -> ``imok``, a ``conf`` naming
-  OUR data directory (so another server on the port never passes for ours) and a ``srvr`` that
+* The server answers only the four-letter words in ``FOUR_LETTER_WORDS`` (``ruok``, ``srvr``,
+  ``mntr``; its ``4lw.commands.whitelist``), and its admin server is off: the other words (``dump``,
+  ``wchc``, ``cons``, ``conf``, ``envi``...) tell anyone who reaches the port the sessions, the
+  watched paths, the clients' addresses and the configuration (docs/operations.md §6).
+* A taken port is refused before starting. Readiness is ``ruok`` -> ``imok``, a ``srvr`` that
   reports a version (aiozk's handshake needs exactly that; an early connection would put aiozk
-  into a 4 s back-off).
+  into a 4 s back-off), and, so that another server that took the port meanwhile never passes for
+  ours, a listening socket on the port that is OUR child's (read from ``/proc``; where there is
+  no ``/proc`` this last check is skipped).
   Waiting for an external process is the one place a bounded retry loop is acceptable: each
   attempt is an I/O call with its own timeout, and the pause between attempts is spent waiting
   for the child process to exit (so a server that dies is noticed at once), never a sleep.
@@ -39,8 +44,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Final
 
 __all__ = [
+    "FOUR_LETTER_WORDS",
     "LocalZooKeeper",
     "ZooKeeperInstallation",
     "ZooKeeperNotInstalledError",
@@ -51,6 +58,10 @@ __all__ = [
 _DEBIAN_JAVA_DIR = Path("/usr/share/java")
 _MAIN_CLASS = "org.apache.zookeeper.server.ZooKeeperServerMain"
 _PROBE_INTERVAL_S = 0.05  # how long each readiness attempt waits for the process before probing again
+_TCP_LISTEN = "0A"  # the st column of /proc/net/tcp for a listening socket
+
+FOUR_LETTER_WORDS: Final = ("ruok", "srvr", "mntr")
+"""What the server answers: liveness, readiness (and aiozk's handshake), metrics (module docstring)."""
 
 
 class ZooKeeperNotInstalledError(RuntimeError):
@@ -210,7 +221,7 @@ class LocalZooKeeper:
             "clientPortAddress": self.host,
             "maxClientCnxns": "0",
             "admin.enableServer": "false",
-            "4lw.commands.whitelist": "*",
+            "4lw.commands.whitelist": ",".join(FOUR_LETTER_WORDS),
             "forceSync": "yes" if self._force_sync else "no",
             **self._extra_config,
         }
@@ -265,8 +276,8 @@ class LocalZooKeeper:
     async def _serves_async(self) -> bool:
         return (
             await self.four_letter_word(b"ruok") == b"imok"
-            and self._is_ours(await self.four_letter_word(b"conf"))
             and (await self.four_letter_word(b"srvr")).startswith(b"Zookeeper version:")
+            and self._is_ours()
         )
 
     async def four_letter_word(self, word: bytes) -> bytes:
@@ -359,14 +370,14 @@ class LocalZooKeeper:
     def _serves_sync(self) -> bool:
         return (
             self.four_letter_word_sync(b"ruok") == b"imok"
-            and self._is_ours(self.four_letter_word_sync(b"conf"))
             and self.four_letter_word_sync(b"srvr").startswith(b"Zookeeper version:")
+            and self._is_ours()
         )
 
-    def _is_ours(self, conf: bytes) -> bool:
-        """``conf`` names the server's data directory: tells our server from another on the port."""
-        ours = f"dataDir={(self.data_dir / 'data').resolve()}".encode()
-        return any(line.startswith(ours) for line in conf.splitlines())
+    def _is_ours(self) -> bool:
+        """The socket listening on our port is our child's: tells our server from another one."""
+        pid = self.pid
+        return pid is not None and _listener_owned_by(pid, self.port) is not False
 
     def four_letter_word_sync(self, word: bytes) -> bytes:
         """Send a four-letter command (``ruok``, ``srvr``, ``mntr``...); b"" if unreachable."""
@@ -406,6 +417,28 @@ class LocalZooKeeper:
         traceback: TracebackType | None,
     ) -> None:
         self.stop_sync()
+
+
+def _listener_owned_by(pid: int, port: int) -> bool | None:
+    """Whether a TCP socket listening on ``port`` is one of process ``pid``'s open files; None
+    when ``/proc`` cannot tell (no ``/proc``: not Linux)."""
+    if not Path("/proc/self/fd").is_dir():
+        return None
+    proc = Path("/proc") / str(pid)  # gone (the process exited): no socket of its own, False
+    inodes: set[str] = set()
+    for table in ("tcp", "tcp6"):
+        with contextlib.suppress(OSError):
+            for line in (proc / "net" / table).read_text().splitlines()[1:]:
+                # sl local_address rem_address st ... inode: "0100007F:0A8C" is 127.0.0.1:2700.
+                fields = line.split()
+                if fields[3] == _TCP_LISTEN and int(fields[1].rpartition(":")[2], 16) == port:
+                    inodes.add(fields[9])
+    sockets: set[str] = set()
+    with contextlib.suppress(OSError):
+        for fd in (proc / "fd").iterdir():
+            with contextlib.suppress(OSError):  # closed meanwhile
+                sockets.add(os.readlink(fd))
+    return any(f"socket:[{inode}]" in sockets for inode in inodes)
 
 
 class _Deadline:

@@ -35,6 +35,15 @@ and the client's session internals, and works around each edge on purpose:
   time says how many attempts failed and how the last one did. aiozk's other ``logger.exception``
   calls (a connection lost while reading or writing) go through a filter that folds the exception
   into the line: an expected network error is not a crash.
+* **No addauth.** aiozk has ZooKeeper's AuthPacket (xid -4, OpCode.auth 100) but never sends it,
+  and the server keeps authentication per *connection*: ZooKeeper's own client re-sends it on every
+  reconnection. With a ``ZkSecurity`` credential, the session's ``establish_session`` is wrapped:
+  once a connection has its session (the first one, a resumed one or a new one after an expiry)
+  the digest AuthPacket is written on it, before the session is reported CONNECTED and so before
+  any other request (the re-armed watches included). The server handles an AuthPacket as it reads
+  it, so every later request on that connection is already authenticated. Every create (plain,
+  inside a multi, the chroot's own znodes) carries the ACL ``ZkSecurity.acls`` gives its path
+  (``runtime.coordination.zk_auth`` says why the port itself knows nothing of ACLs).
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ from typing import Any
 import aiozk
 from aiozk import exc, protocol
 from aiozk.connection import Connection
+from aiozk.protocol.acl import ID
 from aiozk.states import SessionStateMachine, States
 
 from runtime.clock import Clock, LoopClock
@@ -84,6 +94,7 @@ from runtime.coordination.errors import (
     SessionExpiredError,
 )
 from runtime.coordination.session import SessionEvent, SessionState, SessionWatchdog, Subscription
+from runtime.coordination.zk_auth import AclEntry, ZkSecurity
 from runtime.coordination.zk_watches import WatchTable
 
 __all__ = ["ZkCoordinator"]
@@ -171,8 +182,18 @@ def _stat(raw: Any) -> Stat:
     )
 
 
+def _aiozk_acl(entries: Sequence[AclEntry]) -> list[Any]:
+    return [aiozk.ACL(perms=int(e.perms), id=ID(scheme=e.scheme, id=e.id)) for e in entries]
+
+
 def _translate(error: BaseException, operation: str, path: str, version: int | None = None) -> Exception:
     """aiozk's exception -> the port's typed error (anything unexpected stays a CoordinationError)."""
+    if isinstance(error, exc.NoAuth):
+        # Not a port error: every actorlog process authenticates as the same user (zk_auth).
+        return CoordinationError(
+            f"{operation} {path}: refused by the znode's ACL (ZooKeeper NoAuth): this client is not "
+            "authenticated as the user that created it"
+        )
     if isinstance(error, exc.NoNode):
         return NoNodeError(path)
     if isinstance(error, exc.NodeExists):
@@ -199,7 +220,8 @@ def _translate(error: BaseException, operation: str, path: str, version: int | N
 
 
 class ZkCoordinator(Coordinator):
-    """A ZooKeeper client. ``connect_string`` is Kafka's ``zookeeper.connect`` (chroot allowed)."""
+    """A ZooKeeper client. ``connect_string`` is Kafka's ``zookeeper.connect`` (chroot allowed);
+    ``security`` its credential and ACL rule (none: unauthenticated, every znode open)."""
 
     def __init__(
         self,
@@ -209,8 +231,10 @@ class ZkCoordinator(Coordinator):
         connection_timeout_ms: int | None = None,
         request_timeout_ms: int | None = None,
         clock: Clock | None = None,
+        security: ZkSecurity | None = None,
     ) -> None:
         servers, self._chroot = _split_connect_string(connect_string)
+        self._security = security if security is not None else ZkSecurity()
         self._connect_string = connect_string
         self._servers = servers
         self._session_timeout_ms = session_timeout_ms
@@ -224,6 +248,9 @@ class ZkCoordinator(Coordinator):
         session.state = _ObservedStateMachine(session, self._on_aiozk_transition)
         # aiozk's find_server loop calls this for every attempt (module docstring).
         session.make_connection = self._make_connection
+        # aiozk's repair loop calls this on every new connection (module docstring, "No addauth").
+        self._aiozk_establish_session = session.establish_session
+        session.establish_session = self._establish_session
         _fold_aiozk_tracebacks()
         self._connect_attempts = 0
         self._last_connect_error: str | None = None
@@ -261,9 +288,10 @@ class ZkCoordinator(Coordinator):
                 )
             raise ConnectionLossError("start", self._connect_string, reason) from None
         if self._chroot:
+            # Kafka creates its chroot with the ACLs its rule gives the chroot's own (full) paths.
             for each in [*ancestors(self._chroot), self._chroot]:
                 with contextlib.suppress(NodeExistsError):
-                    await self._request("create", each, self._create_request(each, b"", False, False))
+                    await self._request("create", each, self._create_request(each, each, b"", False, False))
 
     async def close(self) -> None:
         if self._closing:
@@ -306,6 +334,28 @@ class ZkCoordinator(Coordinator):
         self._connect_attempts = 0
         self._last_connect_error = None
         return conn
+
+    async def _establish_session(self) -> None:
+        """aiozk's ``Session.establish_session``, then ``addauth`` on the same connection."""
+        await self._aiozk_establish_session()
+        credential = self._security.credential
+        if credential is None:
+            return
+        conn = self._client.session.conn
+        request = protocol.AuthRequest(type=0, scheme="digest", auth=credential.auth_data)
+        # Not awaited: the answer is read by the connection's read loop, which aiozk starts only
+        # after this returns. The server has applied the credential before it reads our next request.
+        conn.send(request).add_done_callback(self._on_auth_answer)
+
+    def _on_auth_answer(self, answer: asyncio.Future[Any]) -> None:
+        if answer.cancelled():
+            return
+        error = answer.exception()
+        if isinstance(error, exc.ConnectError):
+            return  # the connection went before the answer: the next one authenticates again
+        if error is not None:
+            # The server closes the connection after a refused AuthPacket (AUTH_FAILED).
+            _log.error("ZooKeeper refused digest authentication: %s", _describe_error(error))
 
     async def _force_close_client(self) -> None:
         """Tear aiozk's session down without the server's help (it may be unreachable)."""
@@ -448,7 +498,7 @@ class ZkCoordinator(Coordinator):
     ) -> CreateResult:
         full = self._full(path)
         response = await self._request(
-            "create", path, self._create_request(full, data, ephemeral, sequential)
+            "create", path, self._create_request(path, full, data, ephemeral, sequential)
         )
         return CreateResult(path=self._relative(response.path), stat=_stat(response.stat))
 
@@ -525,8 +575,10 @@ class ZkCoordinator(Coordinator):
 
     # ------------------------------------------------------------------------------ requests
 
-    def _create_request(self, full: str, data: bytes, ephemeral: bool, sequential: bool) -> Any:
-        request = protocol.Create2Request(path=full, data=data, acl=self._client.default_acl)
+    def _create_request(self, path: str, full: str, data: bytes, ephemeral: bool, sequential: bool) -> Any:
+        """A create of ``full`` whose ACL is the one ``ZkSecurity`` gives ``path`` (Kafka's rule)."""
+        acl = _aiozk_acl(self._security.acls(path))
+        request = protocol.Create2Request(path=full, data=data, acl=acl)
         request.set_flags(ephemeral=ephemeral, sequential=sequential, container=False)
         return request
 
@@ -536,7 +588,7 @@ class ZkCoordinator(Coordinator):
             case CheckOp():
                 return protocol.CheckVersionRequest(path=full, version=op.version)
             case CreateOp():
-                return self._create_request(full, op.data, op.ephemeral, op.sequential)
+                return self._create_request(op.path, full, op.data, op.ephemeral, op.sequential)
             case SetDataOp():
                 return protocol.SetDataRequest(path=full, data=op.data, version=op.version)
             case DeleteOp():
