@@ -127,9 +127,10 @@ class LogConfig:
             spec = _TOPIC_KEYS.get(key)
             if spec is None:
                 raise ValueError(f"unknown topic config {key!r} (known: {', '.join(sorted(_TOPIC_KEYS))})")
+            value = spec.parse(key, raw)  # checked even when unused, as Kafka checks it
             if spec.field is None:
                 continue  # A Kafka key this engine accepts but has no use for (e.g. preallocate).
-            changes[spec.field] = spec.parse(key, raw)
+            changes[spec.field] = value
         return dataclasses.replace(base if base is not None else cls(), **changes)
 
     @classmethod
@@ -145,6 +146,11 @@ class LogConfig:
                     spec = _TOPIC_KEYS[_FIELD_TO_TOPIC_KEY[field_name]]
                     value = spec.parse(key, properties[key])
                     if isinstance(value, int) and scale != 1:
+                        # Kafka's .hours and .minutes keys are INTs (so the product fits a long).
+                        if not -INT_MAX - 1 <= value <= INT_MAX:
+                            raise ValueError(
+                                f"{key}: {properties[key]!r} is invalid (an int, at most {INT_MAX})"
+                            )
                         value = value * scale
                     if field_name == "retention_ms" and value < 0:
                         value = -1  # Kafka: any negative retention (e.g. -1 hours) means unlimited.
@@ -263,10 +269,13 @@ _TOPIC_KEYS: Final[dict[str, _Key]] = {
     "preallocate": _Key(None, _bool, lambda _value: True, "true or false"),
     "message.format.version": _Key(None, str, lambda _value: True, "a version"),
     "message.downconversion.enable": _Key(None, _bool, lambda _value: True, "true or false"),
-    "delete.retention.ms": _Key(None, _long, lambda _value: True, "a long"),
-    "min.compaction.lag.ms": _Key(None, _long, lambda _value: True, "a long"),
-    "max.compaction.lag.ms": _Key(None, _long, lambda _value: True, "a long"),
-    "min.cleanable.dirty.ratio": _Key(None, float, lambda _value: True, "a ratio"),
+    # Unused, but refused out of Kafka's range as Kafka refuses them.
+    "delete.retention.ms": _Key(None, _long, _at_least(0), "a long >= 0"),
+    "min.compaction.lag.ms": _Key(None, _long, _at_least(0), "a long >= 0"),
+    "max.compaction.lag.ms": _Key(None, _long, _at_least(1), "a long >= 1"),
+    "min.cleanable.dirty.ratio": _Key(
+        None, float, lambda value: 0.0 <= value <= 1.0, "a ratio between 0 and 1"
+    ),
     "leader.replication.throttled.replicas": _Key(None, str, lambda _value: True, "a replica list"),
     "follower.replication.throttled.replicas": _Key(None, str, lambda _value: True, "a replica list"),
 }
