@@ -35,7 +35,10 @@ from tests.k8s.manifests import POD_INDEX_LABEL, Doc, PodIdentity
 pytestmark = pytest.mark.k8s
 
 # Secrets the user creates (k8s/README.md, "Secrets"); a stand-in value of the required length.
-EXTERNAL_SECRETS = {("actorlog-internal-auth", "internal.auth.secret"): "x" * 32}
+EXTERNAL_SECRETS = {
+    ("actorlog-internal-auth", "internal.auth.secret"): "x" * 32,
+    ("actorlog-zookeeper-digest", "zookeeper.digest.password"): "z" * 32,
+}
 # Commands other than `actorlog` allowed in the actorlog images (present in every Debian image).
 OTHER_TOOLS = {"find"}
 SHUTDOWN_MARGIN_MS = 30_000
@@ -172,6 +175,20 @@ def test_broker_configuration_loads_through_the_real_loader(
         )
         assert len(settings.internal_auth_secret) >= 16
     assert len(brokers) >= 3 * len(rendered)
+
+
+def test_brokers_secure_their_znodes_with_a_password_from_a_secret(
+    rendered: dict[str, list[Doc]], tmp_path: Path
+) -> None:
+    for running in _brokers(rendered):
+        security = _load(running, rendered[running.overlay], tmp_path).zookeeper_security
+        assert security.secure_acls
+        assert security.credential is not None
+        (source,) = [
+            e for e in running.container["env"] if e["name"] == "ACTORLOG_CFG_ZOOKEEPER_DIGEST_PASSWORD"
+        ]
+        assert "secretKeyRef" in source["valueFrom"], "the ZooKeeper password comes from a Secret"
+        assert security.credential.password == running.env["ACTORLOG_CFG_ZOOKEEPER_DIGEST_PASSWORD"]
 
 
 def test_a_key_the_broker_does_not_know_fails(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
@@ -508,7 +525,9 @@ def test_external_secrets_are_documented_and_dev_generates_its_own(rendered: dic
     for name, key in EXTERNAL_SECRETS:
         assert f"create secret generic {name}" in readme
         assert key in readme
-    assert manifests.secret_value(rendered["dev"], "actorlog-internal-auth", "internal.auth.secret") is None
-    generated = list(manifests.of_kind(rendered["dev"], "Secret"))
-    assert len(generated) == 1
-    assert generated[0]["metadata"]["name"].startswith("actorlog-internal-auth-")
+    for name, key in EXTERNAL_SECRETS:
+        assert manifests.secret_value(rendered["dev"], name, key) is None  # hash-suffixed: generated
+    generated = sorted(secret["metadata"]["name"] for secret in manifests.of_kind(rendered["dev"], "Secret"))
+    assert len(generated) == len(EXTERNAL_SECRETS)
+    for (name, _), secret in zip(sorted(EXTERNAL_SECRETS), generated, strict=True):
+        assert secret.startswith(f"{name}-")
