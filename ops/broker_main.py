@@ -38,6 +38,7 @@ from pathlib import Path
 import orjson
 from aiohttp import web
 
+from actors.common.client_access import client_request_refusal
 from actors.server.broker import BrokerActor
 from actors.server.fetcher.replica_fetcher import FetchPhase, ReplicaFetcherActor
 from actors.server.state_changes import StateChangeLog
@@ -46,6 +47,8 @@ from ops.codec import wire_codec
 from ops.config import BrokerSettings, load_broker_settings
 from ops.json_api.routes import JsonApi
 from ops.properties import ConfigError
+from ops.security.authenticator import Authenticator
+from ops.security.users import UserStore
 from ops.wiring import BrokerNode, NodeAdapters, broker_node_context
 from runtime.clock import LoopClock
 from runtime.coordination.zk import ZkCoordinator
@@ -55,6 +58,7 @@ from runtime.metrics import NodeMetrics
 from runtime.rng import fresh_seed, node_rng
 from runtime.storage.os_fs import OsFileSystem
 from runtime.transport.addresses import AddressBook
+from runtime.transport.client_endpoint import ClientEndpoint
 from runtime.transport.http import HttpServer, HttpTransport
 
 __all__ = ["SOURCE_ADDRESS_ENV", "main", "readiness", "run_broker", "source_address_from_env"]
@@ -151,19 +155,33 @@ async def run_broker(
         session_timeout_ms=config.zookeeper_session_timeout_ms,
         connection_timeout_ms=config.zookeeper_connection_timeout_ms,
         clock=clock,
+        security=settings.zookeeper_security,
     )
     metrics = NodeMetrics()
     current: BrokerNode | None = None
+    # Two identities (docs/security.md): the broker's secret opens /internal/v1 (the transport's
+    # own routes); client users, checked against ZooKeeper, open /client/v1 and the JSON API.
+    authenticator = Authenticator(
+        internal_secret=settings.internal_auth_secret, users=UserStore(coordinator, clock=clock)
+    )
+    client_endpoint = ClientEndpoint(
+        wire_codec(),
+        authenticate=authenticator.authenticate,
+        admit=lambda envelope, ask: client_request_refusal(envelope.target, envelope.message, ask=ask),
+        max_body_bytes=settings.socket_request_max_bytes,
+    )
     json_api = JsonApi(
         lambda: current,
         secret=settings.internal_auth_secret,
         max_body_bytes=settings.socket_request_max_bytes,
+        authenticator=authenticator,
     )
     server = HttpServer(
         settings.listener.host,
         settings.listener.port,
         routes=[
             *transport.routes(),
+            *client_endpoint.routes(),
             metrics.route(),
             *health_routes(lambda: current),
             *json_api.routes(),
@@ -201,6 +219,7 @@ async def run_broker(
             cluster_id=settings.cluster_id,
         ) as node:
             current = node
+            client_endpoint.inbound = node.system
             metrics.add_collector(
                 lambda: broker_metric_families(
                     node.system, collect_node(node.system, coordinator.statistics())

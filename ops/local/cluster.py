@@ -1,12 +1,14 @@
 """A local cluster of real broker processes: what ``actorlog cluster up`` and the demo run.
 
 Layout of the data directory (kept between runs, so a cluster restarted on the same directory
-keeps its logs and its secret)::
+keeps its logs and its credentials)::
 
     DIR/cluster.json            broker ids, HTTP endpoints, pids, ZooKeeper address (while running)
-    DIR/client.properties       bootstrap.servers and internal.auth.secret, for clients (mode 0600)
+    DIR/client.properties       bootstrap.servers and the client user ``admin``'s SCRAM credential, as
+                                Kafka's clients read it (sasl.jaas.config), for clients (mode 0600)
     DIR/zookeeper/              the embedded ZooKeeper (when no --zookeeper is given)
-    DIR/broker-N/server.properties, DIR/broker-N/logs/, DIR/broker-N/broker.log
+    DIR/broker-N/server.properties, DIR/broker-N/logs/, DIR/broker-N/broker.log (the broker identity's
+                                internal.auth.secret lives only in server.properties, mode 0600)
     DIR/prometheus/             the optional Prometheus (--prometheus)
 
 Rules kept:
@@ -39,14 +41,18 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import Final
 
 import orjson
 
 from actors.server import zk_data
-from ops.config import settings_from_properties
+from ops.clients.connection import ClientCredential, resolve_credential
+from ops.config import BrokerSettings, settings_from_properties
 from ops.local.prometheus import LocalPrometheus, ScrapeTarget
 from ops.local.zookeeper import LocalZooKeeper
 from ops.properties import ConfigError, parse_properties
+from ops.security.users import UserStore
+from runtime.clock import LoopClock
 from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
 
@@ -56,6 +62,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _REGISTRATION_TIMEOUT_S = 60.0
 _HOST = "127.0.0.1"
 _ZOOKEEPER = "ZooKeeper"  # the name of our ZooKeeper process in exit reports
+CLIENT_USER: Final = "admin"  # the client user `cluster up` makes (docs/security.md)
 EXIT_LOG_LINES = 20
 """How much of a dead child's log an exit report quotes."""
 
@@ -142,7 +149,8 @@ class LocalCluster:
         self._zookeeper: LocalZooKeeper | None = None
         self._admin: ZkCoordinator | None = None
         self._prometheus: LocalPrometheus | None = None
-        self.secret = ""
+        self.secret = ""  # the broker identity's: operators and tests on this machine may use it
+        self.client_credential = ClientCredential(CLIENT_USER, "")
         # Pids this cluster signalled itself: their exits are no news. A set of pids, not a flag,
         # so that a broker crashing while another one is being stopped is still reported.
         self._stopped_pids: set[int] = set()
@@ -173,6 +181,7 @@ class LocalCluster:
             )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.secret = self._load_or_make_secret()
+        self.client_credential = ClientCredential(CLIENT_USER, self._load_or_make_client_password())
         requested = [self.base_port + index if self.base_port else 0 for index in range(self.brokers)]
         ports = await _ports(requested)
         for index, (port, wanted) in enumerate(zip(ports, requested, strict=True)):
@@ -184,13 +193,18 @@ class LocalCluster:
             self._zookeeper = LocalZooKeeper(self.data_dir / "zookeeper")
             await self._zookeeper.start()
             self.zookeeper_connect = self._zookeeper.connect_string
-        for broker in self.processes.values():
-            self._write_broker_config(broker)  # checked before any broker starts
+        # Checked before any broker starts. The brokers share --config, so any one's ZooKeeper
+        # security is all of theirs: the admin creates the persistent paths as they would.
+        settings = [self._write_broker_config(broker) for broker in self.processes.values()]
         self._write_client_properties()
-        self._admin = ZkCoordinator(self.zookeeper_connect, session_timeout_ms=10_000)
+        self._admin = ZkCoordinator(
+            self.zookeeper_connect, session_timeout_ms=10_000, security=settings[0].zookeeper_security
+        )
         await self._admin.start()
         for path in zk_data.PERSISTENT_ZK_PATHS:
             await self._admin.ensure_path(path)
+        # The client user before any broker: a client may connect as soon as one listens.
+        await UserStore(self._admin, clock=LoopClock()).upsert(CLIENT_USER, self.client_credential.password)
         await asyncio.gather(*(self.start_broker(broker_id) for broker_id in self.processes))
         await self.wait_for_controller()
         if self.prometheus:
@@ -228,14 +242,22 @@ class LocalCluster:
     # -------------------------------------------------------------------------------- brokers
 
     def _load_or_make_secret(self) -> str:
-        path = self.data_dir / "client.properties"
-        if path.is_file():
+        for path in sorted(self.data_dir.glob("broker-*/server.properties")):
             existing = parse_properties(path.read_text()).get("internal.auth.secret")
             if existing:
                 return existing
         return secrets.token_urlsafe(24)
 
-    def _write_broker_config(self, broker: BrokerProcess) -> None:
+    def _load_or_make_client_password(self) -> str:
+        path = self.data_dir / "client.properties"
+        if path.is_file():
+            with contextlib.suppress(ConfigError):
+                credential = resolve_credential(parse_properties(path.read_text()), data_dir=self.data_dir)
+                if credential.username == CLIENT_USER:
+                    return credential.password
+        return secrets.token_urlsafe(24)
+
+    def _write_broker_config(self, broker: BrokerProcess) -> BrokerSettings:
         assert self.zookeeper_connect is not None
         properties = {
             "broker.id": str(broker.broker_id),
@@ -248,17 +270,21 @@ class LocalCluster:
             "min.insync.replicas": str(min(2, self.brokers)),
             **self.config,
         }
-        settings_from_properties(properties)  # raises ConfigError naming the bad key
+        settings = settings_from_properties(properties)  # raises ConfigError naming the bad key
         broker.directory.mkdir(parents=True, exist_ok=True)
         text = "".join(f"{key}={value}\n" for key, value in properties.items())
         write_atomically(broker.config_path, text.encode(), mode=0o600)
+        return settings
 
     def _write_client_properties(self) -> None:
         text = (
             "# Written by `actorlog cluster up`: pass with --command-config, or run from this\n"
             "# directory's parent, where clients find it on their own.\n"
             f"bootstrap.servers={self.bootstrap_servers}\n"
-            f"internal.auth.secret={self.secret}\n"
+            "security.protocol=SASL_PLAINTEXT\n"
+            "sasl.mechanism=SCRAM-SHA-256\n"
+            "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f'username="{CLIENT_USER}" password="{self.client_credential.password}";\n'
         )
         write_atomically(self.data_dir / "client.properties", text.encode(), mode=0o600)
 
