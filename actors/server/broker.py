@@ -12,7 +12,12 @@ is enough, when a follower's HW moved (KIP-392), or when ``max_wait_ms`` passes.
 
 *Controller requests.* LeaderAndIsr, UpdateMetadata and StopReplica carry the controller epoch: a
 lower one than the highest seen is answered STALE_CONTROLLER_EPOCH for the whole request; an older
-broker epoch than our registration's is STALE_BROKER_EPOCH. In LeaderAndIsr each partition is then
+broker epoch than our registration's, or none (-1: Kafka lets that through, we do not), is
+STALE_BROKER_EPOCH. A controller epoch never seen before is checked against ZooKeeper first: the
+request waits (with the controller's later ones, in order) until ``/controller`` and
+``/controller_epoch`` are read; it is applied only if they name its controller id and epoch, else
+answered STALE_CONTROLLER_EPOCH. So a request forged with a future epoch cannot fence the real
+controller, nor a stale one act (docs/security.md). In LeaderAndIsr each partition is then
 fenced on its leader epoch (only a higher epoch is applied; an equal or lower one answers
 STALE_CONTROLLER_EPOCH for that partition, as Kafka 2.4 does). Leaders stop being fetched and become
 leader; followers whose leader is alive become followers and are handed to the replica fetcher of
@@ -121,6 +126,7 @@ from actors.server.topic_config_manager import (
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator, CreateResult
+from runtime.coordination.errors import NoNodeError
 from runtime.histogram import Histogram
 from runtime.messages import Requester
 from runtime.ref import ActorRef
@@ -157,6 +163,21 @@ class _IsrExpirationTick:
 
 @dataclass(frozen=True, slots=True)
 class _PropagationTick:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class _ControllerRead:
+    """What ZooKeeper names as the controller (``controller_id`` None: nobody), or why it could not
+    be read."""
+
+    controller_epoch: int
+    controller_id: int | None
+    error: Exception | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _ReadControllerAgain:
     pass
 
 
@@ -245,6 +266,8 @@ BrokerMessage: TypeAlias = (
     | _IsrExpirationTick
     | _PropagationTick
     | _PropagationDone
+    | _ControllerRead
+    | _ReadControllerAgain
     | _CheckpointTick
     | _CheckpointDone
     | _RetentionTick
@@ -317,6 +340,11 @@ class BrokerActor(Actor[BrokerMessage]):
         # Parked fetches by partition they watch.
         self.watchers: dict[TopicPartition, set[int]] = {}
         self.controller_epoch = 0
+        # The (controller epoch, controller id) ZooKeeper last named, and whether a read is under way.
+        self._zk_controller: tuple[int, int | None] | None = None
+        self._reading_controller = False
+        self._controller_reads = 0  # consecutive reads that found an epoch below a request's
+        self.forged_controller_requests_total = 0
         self._deletion_ids = itertools.count(1)
         self._pending_deletions: dict[int, _PendingDeletion] = {}
         self.broker_epoch = -1
@@ -451,6 +479,10 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._on_isr_expiration_tick(ctx)
             case _PropagationTick():
                 self._on_propagation_tick(ctx)
+            case _ControllerRead():
+                self._on_controller_read(ctx, message)
+            case _ReadControllerAgain():
+                self._release_held(ctx)
             case _PropagationDone():
                 self._on_propagation_done(ctx, message)
             case _CheckpointTick():
@@ -761,7 +793,7 @@ class BrokerActor(Actor[BrokerMessage]):
     def _check_controller_epoch(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
         if controller_epoch < self.controller_epoch:
             return ErrorCode.STALE_CONTROLLER_EPOCH
-        if broker_epoch != -1 and (self.broker_epoch == -1 or broker_epoch < self.broker_epoch):
+        if self.broker_epoch == -1 or broker_epoch < self.broker_epoch:
             # KIP-380. Before this process has registered, a request naming a broker epoch was
             # meant for an earlier process of this broker (its registration still in ZooKeeper):
             # acting on it would make this one, with whatever its disk kept, leader in an epoch
@@ -789,6 +821,13 @@ class BrokerActor(Actor[BrokerMessage]):
                 # Kafka serves no controller request before its broker registered: the controller
                 # may act on the new registration before this broker hears it was created.
                 return  # released when BrokerRegistered arrives
+            verdict = self._controller_verdict(ctx, request)
+            if verdict is None:
+                return  # released when ZooKeeper has been read
+            if not verdict:
+                self._held.popleft()
+                self._refuse_unverified(ctx, request, requester, started)
+                continue
             missing = (
                 sorted({s.topic for s in request.partition_states} - self.topic_settings.keys())
                 if isinstance(request, LeaderAndIsrRequest) and not self._fixed_topic_config
@@ -817,6 +856,80 @@ class BrokerActor(Actor[BrokerMessage]):
                     self._apply_stop_replica(ctx, request, requester, started)
                 case _:
                     assert_never(request)
+
+    # Reads of /controller that found an epoch below a request's before it is refused: a ZooKeeper
+    # server may serve a read from before the controller's write for a moment.
+    _CONTROLLER_READS_MAX = 5
+    _CONTROLLER_READ_RETRY_MS = 200
+
+    def _controller_verdict(self, ctx: Context[BrokerMessage], request: ControllerRequest) -> bool | None:
+        """True: ZooKeeper names this request's controller (or its epoch is already behind, which
+        the epoch check answers); False: refuse it; None: ZooKeeper is being read."""
+        if request.controller_epoch < self.controller_epoch:
+            return True
+        known = self._zk_controller
+        if known is not None and request.controller_epoch <= known[0]:
+            return (request.controller_epoch, request.controller_id) == known
+        if self._controller_reads >= self._CONTROLLER_READS_MAX:
+            return False  # its epoch is still ahead of ZooKeeper's: nobody was elected with it
+        if not self._reading_controller:
+            self._reading_controller = True
+            coordinator = self.coordinator
+
+            async def read() -> _ControllerRead:
+                epoch = zk_data.decode_controller_epoch(
+                    (await coordinator.get(zk_data.CONTROLLER_EPOCH_PATH))[0]
+                )
+                try:
+                    data, _ = await coordinator.get(zk_data.CONTROLLER_PATH)
+                except NoNodeError:
+                    return _ControllerRead(epoch, None)
+                return _ControllerRead(epoch, zk_data.decode_controller(data).broker_id)
+
+            ctx.pipe_to_self(read, lambda result: result, lambda error: _ControllerRead(0, None, error))
+        return None
+
+    def _on_controller_read(self, ctx: Context[BrokerMessage], message: _ControllerRead) -> None:
+        self._reading_controller = False
+        if message.error is not None:
+            ctx.log.warning("cannot read the controller from ZooKeeper (%s); retrying", message.error)
+            ctx.start_timer("read-controller", _ReadControllerAgain(), self._CONTROLLER_READ_RETRY_MS)
+            return
+        self._zk_controller = (message.controller_epoch, message.controller_id)
+        if self._held and self._held[0][0].controller_epoch > message.controller_epoch:
+            self._controller_reads += 1
+            ctx.start_timer("read-controller", _ReadControllerAgain(), self._CONTROLLER_READ_RETRY_MS)
+            return
+        self._controller_reads = 0
+        self._release_held(ctx)
+
+    def _refuse_unverified(
+        self,
+        ctx: Context[BrokerMessage],
+        request: ControllerRequest,
+        requester: Requester | None,
+        started: int,
+    ) -> None:
+        self._controller_reads = 0
+        self.forged_controller_requests_total += 1
+        kind = type(request).__name__.removesuffix("Request")
+        ctx.log.warning(
+            "refusing %s from controller %d with epoch %d: ZooKeeper names controller %s with epoch %s",
+            kind, request.controller_id, request.controller_epoch,
+            *(("none", "none") if self._zk_controller is None else self._zk_controller),
+        )  # fmt: skip
+        error = ErrorCode.STALE_CONTROLLER_EPOCH
+        self._count_error(kind, error)
+        match request:
+            case LeaderAndIsrRequest():
+                _answer(ctx, requester, LeaderAndIsrResponse(error_code=error))
+            case UpdateMetadataRequest():
+                _answer(ctx, requester, UpdateMetadataResponse(error_code=error))
+            case StopReplicaRequest():
+                _answer(ctx, requester, StopReplicaResponse(error_code=error))
+            case _:
+                assert_never(request)
+        self._count_request(ctx, kind, started)
 
     def _on_topic_configs_ready(self, ctx: Context[BrokerMessage], message: _TopicConfigsReady) -> None:
         self._loading_topic_configs = False

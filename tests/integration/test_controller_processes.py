@@ -80,11 +80,21 @@ async def test_controller_epoch_starts_at_one_and_every_move_increments_it(clust
     assert epoch == 2
 
     survivor = next(b for b in (1, 2, 3) if b != first)
+    # KIP-380's broker epoch: the czxid of the survivor's registration (no -1: docs/security.md).
+    broker_epoch = (await cluster.admin.get(zk_data.broker_id_path(survivor)))[1].czxid
     current = UpdateMetadataRequest(
-        controller_id=second, controller_epoch=2, broker_epoch=-1, partition_states=(), live_brokers=()
+        controller_id=second,
+        controller_epoch=2,
+        broker_epoch=broker_epoch,
+        partition_states=(),
+        live_brokers=(),
     )
     stale = UpdateMetadataRequest(
-        controller_id=first, controller_epoch=1, broker_epoch=-1, partition_states=(), live_brokers=()
+        controller_id=first,
+        controller_epoch=1,
+        broker_epoch=broker_epoch,
+        partition_states=(),
+        live_brokers=(),
     )
     ok = await cluster.client.ask(cluster.brokers[survivor].ref, current, timeout_ms=10_000)
     refused = await cluster.client.ask(cluster.brokers[survivor].ref, stale, timeout_ms=10_000)

@@ -594,6 +594,7 @@ class InProcessCluster(SimCluster):
         *states: LeaderAndIsrPartitionState,
         controller_epoch: int | None = None,
         controller_id: int | None = None,
+        broker_epoch: int | None = None,
     ) -> LeaderAndIsrResponse:
         """A raw LeaderAndIsr, with no znode written: ONLY for a test that plays a stale or forged
         controller (by default it claims the active controller's id and epoch) to check how a
@@ -607,7 +608,7 @@ class InProcessCluster(SimCluster):
                     controller_epoch=(
                         self.controller_epoch() if controller_epoch is None else controller_epoch
                     ),
-                    broker_epoch=-1,
+                    broker_epoch=self.broker_epoch(broker_id) if broker_epoch is None else broker_epoch,
                     partition_states=states,
                     live_leaders=tuple(e for e in self.live_endpoints() if e.broker_id in leaders),
                 ),
@@ -619,7 +620,9 @@ class InProcessCluster(SimCluster):
         await self.settle()
         return response
 
-    async def stop_replica(self, broker_id: int, *tps: TopicPartition, delete: bool) -> object:
+    async def stop_replica(
+        self, broker_id: int, *tps: TopicPartition, delete: bool, broker_epoch: int | None = None
+    ) -> object:
         """A raw StopReplica claiming the active controller's id and epoch: ONLY for a test of how
         a broker applies one on its own. The caller drives it (``complete``, ``run_in_background``)."""
         return await self.client_node.ask(
@@ -627,7 +630,7 @@ class InProcessCluster(SimCluster):
             StopReplicaRequest(
                 controller_id=self.controller_id(),
                 controller_epoch=self.controller_epoch(),
-                broker_epoch=-1,
+                broker_epoch=self.broker_epoch(broker_id) if broker_epoch is None else broker_epoch,
                 delete_partitions=delete,
                 partitions=tps,
             ),
@@ -635,7 +638,7 @@ class InProcessCluster(SimCluster):
         )
 
     async def send_update_metadata(
-        self, broker_id: int, *, controller_id: int, controller_epoch: int
+        self, broker_id: int, *, controller_id: int, controller_epoch: int, broker_epoch: int | None = None
     ) -> UpdateMetadataResponse:
         """A raw, empty UpdateMetadata: ONLY for a test that plays a stale or forged controller."""
         response = await self.complete(
@@ -644,7 +647,7 @@ class InProcessCluster(SimCluster):
                 UpdateMetadataRequest(
                     controller_id=controller_id,
                     controller_epoch=controller_epoch,
-                    broker_epoch=-1,
+                    broker_epoch=self.broker_epoch(broker_id) if broker_epoch is None else broker_epoch,
                     partition_states=(),
                     live_brokers=(),
                 ),
