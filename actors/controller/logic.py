@@ -1017,7 +1017,7 @@ class ControllerLogic:
         live = context.live_brokers.get(broker_id)
         if live is None:
             return ErrorCode.BROKER_NOT_AVAILABLE, []
-        if broker_epoch != -1 and broker_epoch < live.broker_epoch:
+        if broker_epoch < live.broker_epoch:  # no -1 bypass (docs/security.md)
             return ErrorCode.STALE_BROKER_EPOCH, []
         context.shutting_down.add(broker_id)
         hosted = [

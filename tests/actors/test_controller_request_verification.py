@@ -71,3 +71,17 @@ async def test_a_request_without_a_broker_epoch_deletes_nothing() -> None:
         assert cluster.log(2, TP).log_end_offset == 3
     finally:
         await cluster.__aexit__(None, None, None)
+
+
+async def test_a_controlled_shutdown_without_a_broker_epoch_moves_nothing() -> None:
+    """The controller's side of the same rule: ControlledShutdown(broker_epoch=-1) for a live broker
+    used to make the controller move its leaderships away and mark it shutting down."""
+    cluster = await two_brokers_with_data()
+    try:
+        leader = cluster.zk_partition_state(TP)[0].leader
+        response = await cluster.controlled_shutdown_request(leader, broker_epoch=-1)
+        assert response.error_code is ErrorCode.STALE_BROKER_EPOCH
+        await cluster.settle()
+        assert cluster.zk_partition_state(TP)[0].leader == leader
+    finally:
+        await cluster.__aexit__(None, None, None)
