@@ -19,6 +19,10 @@ proxies in front of the listeners tell brokers apart by a connection's source ad
 that is not an IP address this machine can bind is a one-line error and exit code 2 at start-up.
 The ZooKeeper client (aiozk) opens its connections without a local address, so the harness cuts a
 broker's ZooKeeper link through a proxy port of its own (``zookeeper.connect`` names it) instead.
+
+``log.dirs`` is created if missing and must take a file (``check_log_dir``: a probe written and
+removed) before anything starts, as Kafka's ``LogManager.createAndValidateLogDirs`` refuses a log
+dir it cannot use: otherwise one line naming the directory, exit code 2.
 """
 
 from __future__ import annotations
@@ -88,6 +92,25 @@ def source_address_from_env(environ: Mapping[str, str]) -> str | None:
     except OSError as error:
         raise ConfigError(f"{SOURCE_ADDRESS_ENV}={value} cannot be bound here: {error.strerror}") from None
     return value
+
+
+_WRITE_PROBE = ".actorlog-write-probe"
+
+
+def check_log_dir(path: str) -> None:
+    """Create ``path`` if missing and write, then remove, a small file in it; ConfigError naming
+    the directory if either fails. A real write, not ``os.access``: for root, permission bits stop
+    nothing, and a read-only mount or ``/proc`` refuse a file that ``os.access`` allows."""
+    probe = Path(path) / _WRITE_PROBE
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise ConfigError(f"log.dirs: {path} is not a directory")
+    try:
+        Path(path).mkdir(parents=True, exist_ok=True)
+        probe.write_bytes(b"probe\n")
+        probe.unlink()
+    except (OSError, ValueError) as error:  # ValueError: a path with a NUL byte
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise ConfigError(f"log.dirs: {path} is not a writable directory ({reason})") from None
 
 
 def readiness(node: BrokerNode | None) -> tuple[bool, dict[str, object]]:
@@ -328,6 +351,7 @@ def main(
         settings = load_broker_settings(config_file=arguments.config, overrides=arguments.override)
         if adjust is not None:
             settings = adjust(settings)
+        check_log_dir(settings.log_dir)
         source_address = source_address_from_env(os.environ)
     except ConfigError as error:
         print(f"actorlog broker: {error}", file=sys.stderr)
