@@ -20,6 +20,7 @@ import asyncio
 import base64
 import random
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import aiohttp
@@ -115,7 +116,16 @@ async def scrape(session: aiohttp.ClientSession, base: str) -> dict[str, float]:
     return values
 
 
-async def health(cluster: ProcessCluster, session: aiohttp.ClientSession) -> dict[str, object]:
+@dataclass(frozen=True)
+class Health:
+    ready: dict[int, int]
+    metrics: dict[int, dict[str, float]]
+    state: tuple[int, int, tuple[int, ...], int]
+    offsets: object
+    topics: list[str]
+
+
+async def health(cluster: ProcessCluster, session: aiohttp.ClientSession) -> Health:
     """What must not change: each broker's readiness and metrics, the partition's state and data."""
     state, version = await cluster.zk_partition_state(TP)
     response = await cluster.client.ask(
@@ -125,8 +135,8 @@ async def health(cluster: ProcessCluster, session: aiohttp.ClientSession) -> dic
         ),
         timeout_ms=10_000,
     )
-    ready = {}
-    metrics = {}
+    ready: dict[int, int] = {}
+    metrics: dict[int, dict[str, float]] = {}
     for broker_id, broker in cluster.brokers.items():
         assert broker.process is not None
         assert broker.process.returncode is None, f"broker {broker_id} exited"
@@ -134,13 +144,13 @@ async def health(cluster: ProcessCluster, session: aiohttp.ClientSession) -> dic
             ready[broker_id] = answer.status
         metrics[broker_id] = await scrape(session, broker.url)
     topics = await cluster.admin.get_children("/brokers/topics")
-    return {
-        "ready": ready,
-        "metrics": metrics,
-        "state": (state.leader, state.leader_epoch, tuple(state.isr), version),
-        "offsets": response,
-        "topics": sorted(topics),
-    }
+    return Health(
+        ready=ready,
+        metrics=metrics,
+        state=(state.leader, state.leader_epoch, tuple(state.isr), version),
+        offsets=response,
+        topics=sorted(topics),
+    )
 
 
 async def test_attacks_with_a_client_credential_get_clear_errors_and_change_nothing(
@@ -152,7 +162,7 @@ async def test_attacks_with_a_client_credential_get_clear_errors_and_change_noth
     await loop.stop()
     async with aiohttp.ClientSession() as session:
         before = await health(cluster, session)
-        assert set(before["ready"].values()) == {200}  # type: ignore[union-attr]
+        assert set(before.ready.values()) == {200}
         controller, epoch = await cluster.controller()
         victim = cluster.brokers[2].url
         forged = [
@@ -193,7 +203,7 @@ async def test_attacks_with_a_client_credential_get_clear_errors_and_change_noth
         assert status == 200
 
         # With the broker identity: every actor refuses the kinds it does not take from another node.
-        leader = before["state"][0]  # type: ignore[index]
+        leader = before.state[0]
         follower = next(b for b in (1, 2, 3) if b != leader)
         stray = [
             (BROKER_ACTOR_NAME, MetadataRequest(topics=None), TELL_PATH),  # an ask kind as a tell
