@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from actors.clients.consumer.config import ConsumerConfig, ConsumerConfigError
 from actors.clients.producer.config import INT32_MAX, ProducerConfig, ProducerConfigError
 from runtime.storage.compression import CompressionType
 
@@ -171,3 +172,27 @@ def test_describe_lists_every_key_with_kafkas_spelling() -> None:
 def test_guarantee_message_order_means_one_request_in_flight() -> None:
     assert parse(max_in_flight_requests_per_connection=1).guarantee_message_order
     assert not parse().guarantee_message_order
+
+
+def test_the_client_properties_cluster_up_writes_are_a_valid_producer_and_consumer_config() -> None:
+    """One client.properties serves every tool: its security keys are accepted, checked and never
+    shown (docs/security.md §1)."""
+    properties = {
+        "bootstrap.servers": "127.0.0.1:9092",
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "SCRAM-SHA-256",
+        "sasl.jaas.config": (
+            'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="hunter2";'
+        ),
+    }
+    config = ProducerConfig.from_properties(properties)
+    assert dict(config.security)["sasl.mechanism"] == "SCRAM-SHA-256"
+    described = "\n".join(config.describe())
+    assert "sasl.jaas.config = [redacted]" in described
+    assert "hunter2" not in described
+    assert "hunter2" not in repr(config)
+    assert dict(ConsumerConfig.from_properties(properties).security)["security.protocol"] == "SASL_PLAINTEXT"
+    with pytest.raises(ProducerConfigError, match=r"security\.protocol"):
+        ProducerConfig.from_properties({**properties, "security.protocol": "SASL_TLS"})
+    with pytest.raises(ConsumerConfigError, match=r"sasl\.mechanism"):
+        ConsumerConfig.from_properties({**properties, "sasl.mechanism": "GSSAPI"})

@@ -19,6 +19,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Final
 
+from actors.common.client_security import SECURITY_KEYS, security_properties
+
 __all__ = ["ConsumerConfig", "ConsumerConfigError", "OffsetResetStrategy"]
 
 
@@ -55,6 +57,8 @@ class ConsumerConfig:
     metadata_max_age_ms: int = 300_000
     check_crcs: bool = True
     internal_auth_secret: str | None = field(default=None, repr=False)
+    # security.protocol, sasl.*, ssl.* (actors/common/client_security.py): for the connection.
+    security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         for name in (
@@ -79,9 +83,14 @@ class ConsumerConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> ConsumerConfig:
         """Kafka keys → config (``bootstrap.servers`` is accepted and left to the client node)."""
-        values: dict[str, object] = {}
-        known = {f.name.replace("_", "."): f for f in fields(cls)}
+        try:
+            values: dict[str, object] = {"security": security_properties(properties)}
+        except ValueError as error:
+            raise ConsumerConfigError(str(error)) from None
+        known = {f.name.replace("_", "."): f for f in fields(cls) if f.name != "security"}
         for key, raw in properties.items():
+            if key in SECURITY_KEYS:
+                continue
             if key in _UNSUPPORTED:
                 raise ConsumerConfigError(f"{key}: {_UNSUPPORTED[key]}")
             if key == "bootstrap.servers":

@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
+from actors.common.client_security import SECURITY_KEYS, describe_security, security_properties
 from runtime.storage.compression import CompressionType
 
 __all__ = ["INT32_MAX", "KNOWN_KEYS", "ProducerConfig", "ProducerConfigError"]
@@ -73,6 +74,8 @@ class ProducerConfig:
     enable_idempotence: bool = True
     metadata_max_age_ms: int = 300_000
     internal_auth_secret: str | None = field(default=None, repr=False)
+    # security.protocol, sasl.*, ssl.* (actors/common/client_security.py): for the connection.
+    security: tuple[tuple[str, str], ...] = field(default=(), repr=False)
     # What from_properties adjusted on its own (idempotence switched off, delivery timeout raised),
     # in words, for the client to log.
     notes: tuple[str, ...] = ()
@@ -110,8 +113,13 @@ class ProducerConfig:
     @classmethod
     def from_properties(cls, properties: Mapping[str, object]) -> ProducerConfig:
         """Parse Kafka keys; raises ProducerConfigError on any problem."""
+        try:
+            security = security_properties(properties)
+        except ValueError as error:
+            raise ProducerConfigError(str(error)) from None
+        properties = {k: v for k, v in properties.items() if k not in SECURITY_KEYS}
         _reject_unknown_keys(properties)
-        values: dict[str, object] = {}
+        values: dict[str, object] = {"security": security}
         for key, raw in properties.items():
             name = key.replace(".", "_")
             parse = _PARSERS[name]
@@ -145,6 +153,9 @@ class ProducerConfig:
         lines = []
         for item in dataclasses.fields(self):
             if item.name == "notes":
+                continue
+            if item.name == "security":
+                lines.extend(describe_security(self.security))
                 continue
             value = getattr(self, item.name)
             if item.name == "internal_auth_secret":
