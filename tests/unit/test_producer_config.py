@@ -182,7 +182,8 @@ def test_the_client_properties_cluster_up_writes_are_a_valid_producer_and_consum
         "security.protocol": "SASL_PLAINTEXT",
         "sasl.mechanism": "SCRAM-SHA-256",
         "sasl.jaas.config": (
-            'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="hunter2";'
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            'username="admin" password="hunter2";'
         ),
     }
     config = ProducerConfig.from_properties(properties)
