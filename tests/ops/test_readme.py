@@ -11,6 +11,7 @@ from pathlib import Path
 
 from actors.clients.consumer.config import ConsumerConfig
 from actors.clients.producer.config import KNOWN_KEYS as PRODUCER_KEYS
+from actors.common.client_security import SECURITY_KEYS
 from ops.cli.main import COMMANDS
 from ops.config import KNOWN_KEYS as BROKER_KEYS
 from runtime.storage.config import TOPIC_CONFIG_KEYS
@@ -36,9 +37,10 @@ def test_every_topic_key_is_documented() -> None:
 
 
 def test_every_client_key_is_documented() -> None:
-    consumer_keys = {f.replace("_", ".") for f in ConsumerConfig.__dataclass_fields__} | {
+    consumer_keys = {f.replace("_", ".") for f in ConsumerConfig.__dataclass_fields__ if f != "security"} | {
         "bootstrap.servers",
         "isolation.level",
+        *SECURITY_KEYS,
     }
     assert sorted((set(PRODUCER_KEYS) | consumer_keys) - DOCUMENTED) == []
 
