@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import reprlib
 import struct
 import types
 import typing
@@ -114,8 +115,14 @@ def _type_name(value: object) -> str:
     return type(value).__name__
 
 
+# Error messages show a value only a few levels deep: a hostile header may nest 1,000 levels.
+_SHORT_REPR = reprlib.Repr()
+_SHORT_REPR.maxlevel = 3
+_SHORT_REPR.maxstring = _SHORT_REPR.maxother = 40
+
+
 def _describe(value: object) -> str:
-    text = repr(value)
+    text = _SHORT_REPR.repr(value)
     if len(text) > 40:
         text = text[:37] + "..."
     return f"{_type_name(value)} {text}"
@@ -283,8 +290,9 @@ class Codec:
             raise FrameError(f"frame header is not valid JSON: {error}") from None
         if not isinstance(header, dict):
             raise FrameError("frame header must be a JSON object")
-        if header.get("v") != FRAME_VERSION:
-            raise FrameError(f"unsupported frame version {header.get('v')!r}")
+        version = header.get("v")
+        if type(version) is not int or version != FRAME_VERSION:
+            raise FrameError(f"unsupported frame version {_describe(version)}")
         return header
 
     def _decode_item(self, item: dict[str, Any], payload: bytes, where: str) -> Any:
@@ -460,10 +468,12 @@ def _bytes_converter(value: Any, payload: bytes) -> bytes:
 
 def _enum_converter(enum_type: type[enum.Enum]) -> _Converter:
     by_value = {member.value: member for member in enum_type}
+    value_types = frozenset(type(value) for value in by_value)
     name = enum_type.__name__
 
     def convert(value: Any, payload: bytes) -> Any:
-        if type(value) is bool:
+        # Exact JSON types only: no bool or float for an int enum, no list or object (unhashable).
+        if type(value) not in value_types:
             raise _FieldError(f"expected {name}, got {_describe(value)}")
         member = by_value.get(value)
         if member is None:
