@@ -3,7 +3,8 @@
 What Kubernetes (and ``actorlog cluster up``) runs. The process serves, on its one HTTP listener:
 the internal actor endpoints (shared-secret authenticated), ``GET /metrics``, ``GET /healthz``
 (liveness: answers while the event loop is responsive) and ``GET /readyz`` (readiness: registered in
-ZooKeeper and back in the ISR of every partition it follows), plus the JSON API.
+ZooKeeper and back in the ISR of every partition it follows), plus the JSON API. With an
+``HTTPS://`` listener all of it is served over TLS only and peers are verified (``ops/tls.py``).
 
 SIGTERM or SIGINT stops the broker cleanly: actors stop, logs are flushed and closed with the
 clean-shutdown marker, the ZooKeeper session closes (the registration vanishes at once). A second
@@ -172,6 +173,7 @@ async def run_broker(
         resolve=address_book.resolve,
         max_body_bytes=settings.socket_request_max_bytes,
         source_host=source_address,
+        ssl_context=settings.client_ssl_context,
     )
     coordinator = ZkCoordinator(
         settings.zookeeper_connect,
@@ -211,6 +213,7 @@ async def run_broker(
         ],
         max_body_bytes=settings.socket_request_max_bytes,
         body_timeout_ms=settings.request_body_timeout_ms,
+        ssl_context=settings.server_ssl_context,
     )
     await server.start()
     seed = fresh_seed()
@@ -240,6 +243,7 @@ async def run_broker(
             static_properties=settings.properties,
             broker_config_entries=settings.config_entries(),
             cluster_id=settings.cluster_id,
+            tls=settings.advertised_listener.tls,
         ) as node:
             current = node
             client_endpoint.inbound = node.system

@@ -18,13 +18,16 @@ fetchers) the lower bound is actorlog's, and the table says so.
 
 Every key is validated once, here: an unknown key is an error that names the closest known keys
 (a typo must not silently fall back to a default), and a bad value names the key, the value and
-what was expected. Secrets (``internal.auth.secret``, ``zookeeper.digest.password``) are redacted
+what was expected. Secrets (``internal.auth.secret``, ``zookeeper.digest.password``,
+``ssl.keystore.password``) are redacted
 wherever the config is printed.
 
 Keys beyond ``actors.server.config.BrokerConfig`` and the storage's log defaults:
-``listeners`` (``HTTP://host:port``), ``advertised.listeners``, ``log.dirs`` (one directory),
-``zookeeper.connect`` (``host:port[,host:port...][/chroot]``), ``internal.auth.secret``,
-``broker.rack``, ``socket.request.max.bytes``, ``metrics.snapshot.dir``,
+``listeners`` (``HTTP://host:port`` or ``HTTPS://host:port``), ``advertised.listeners`` (the same
+scheme), the TLS keys of an HTTPS listener (``ssl.keystore.location``, ``ssl.keystore.password``,
+``ssl.truststore.location``, ``ssl.endpoint.identification.algorithm``: ``ops.tls``),
+``log.dirs`` (one directory), ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``),
+``internal.auth.secret``, ``broker.rack``, ``socket.request.max.bytes``, ``metrics.snapshot.dir``,
 ``metrics.snapshot.interval.ms``, ``cluster.id``, and the ZooKeeper security keys
 ``zookeeper.set.acl``, ``zookeeper.digest.username``, ``zookeeper.digest.password`` (read by
 ``ops.zk_security``).
@@ -36,6 +39,7 @@ import dataclasses
 import difflib
 import os
 import re
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +48,7 @@ from typing import Final
 from actors.common.client_protocol import ConfigSource, DescribeConfigsEntry
 from actors.server.config import BrokerConfig
 from ops.properties import ConfigError, parse_properties
+from ops.tls import BROKER_SSL_KEYS, SSL_KEYSTORE_PASSWORD, client_context, server_context
 from ops.zk_security import ZK_DIGEST_PASSWORD, ZK_SECURITY_KEYS, zk_security
 from runtime.coordination.zk_auth import ZkSecurity
 from runtime.storage.config import BROKER_LOG_CONFIG_KEYS, LogConfig
@@ -59,17 +64,27 @@ __all__ = [
 ]
 
 ENV_PREFIX: Final = "ACTORLOG_CFG_"
-SECRET_KEYS: Final = frozenset({"internal.auth.secret", ZK_DIGEST_PASSWORD})
+SECRET_KEYS: Final = frozenset({"internal.auth.secret", ZK_DIGEST_PASSWORD, SSL_KEYSTORE_PASSWORD})
 
 
 @dataclass(frozen=True, slots=True)
 class Listener:
     host: str
     port: int
+    tls: bool = False
+
+    @property
+    def scheme(self) -> str:
+        return "https" if self.tls else "http"
+
+    @property
+    def security_protocol(self) -> str:
+        """Kafka's name for what the listener speaks, as registrations carry it."""
+        return "SSL" if self.tls else "PLAINTEXT"
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        return f"{self.scheme}://{self.host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -89,6 +104,9 @@ class BrokerSettings:
     cluster_id: str | None
     properties: Mapping[str, str]
     zookeeper_security: ZkSecurity
+    # An HTTPS listener's: the server's (keystore) and the one this broker verifies peers with.
+    server_ssl_context: ssl.SSLContext | None = None
+    client_ssl_context: ssl.SSLContext | None = None
 
     def describe(self) -> list[str]:
         """The effective configuration as ``key = value`` lines, secrets redacted (start-up banner)."""
@@ -144,6 +162,7 @@ _OTHER_KEYS: Final = frozenset(
         "metrics.snapshot.interval.ms",
         "cluster.id",
         *ZK_SECURITY_KEYS,
+        *BROKER_SSL_KEYS,
     }
 )
 KNOWN_KEYS: Final = frozenset(_BROKER_CONFIG_KEYS) | BROKER_LOG_CONFIG_KEYS | _OTHER_KEYS
@@ -236,6 +255,11 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
         if "advertised.listeners" in properties
         else listener
     )
+    if advertised.tls != listener.tls:
+        raise ConfigError(
+            f"advertised.listeners must use the scheme of listeners ({listener.scheme.upper()}), "
+            f"got {properties['advertised.listeners']!r}"
+        )
     if advertised.host in ("", "0.0.0.0", "::"):
         raise ConfigError(
             f"advertised.listeners must name a reachable host, not {advertised.host!r} "
@@ -258,6 +282,7 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
             "(brokers authenticate each other's internal requests with it)"
         )
     zookeeper_security = zk_security(properties)
+    server_ssl, client_ssl = _ssl_contexts(properties, listener)
     try:
         log_config = LogConfig.from_broker_properties(properties)
     except ValueError as error:
@@ -280,7 +305,22 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
         cluster_id=properties.get("cluster.id") or None,
         properties=dict(properties),
         zookeeper_security=zookeeper_security,
+        server_ssl_context=server_ssl,
+        client_ssl_context=client_ssl,
     )
+
+
+def _ssl_contexts(
+    properties: Mapping[str, str], listener: Listener
+) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
+    """An HTTPS listener's contexts, read now so a bad file stops the broker at start."""
+    if not listener.tls:
+        stray = sorted(BROKER_SSL_KEYS & set(properties))
+        if stray:
+            # Set for a reason: serving plain HTTP while the operator believes in TLS is worse.
+            raise ConfigError(f"{', '.join(stray)} set, but listeners is not HTTPS://host:port")
+        return None, None
+    return server_context(properties), client_context(properties)
 
 
 def _reject_unknown_keys(properties: Mapping[str, str]) -> None:
@@ -317,13 +357,16 @@ def _listener(raw: str, key: str) -> Listener:
     first = raw.split(",")[0].strip()
     match = _LISTENER.match(first)
     if match is None:
-        raise ConfigError(f"{key} must look like HTTP://host:port, got {raw!r}")
-    if match.group("name").upper() != "HTTP":
-        raise ConfigError(f"{key}: only the HTTP listener is supported, got {match.group('name')!r}")
+        raise ConfigError(f"{key} must look like HTTP://host:port or HTTPS://host:port, got {raw!r}")
+    name = match.group("name").upper()
+    if name not in ("HTTP", "HTTPS"):
+        raise ConfigError(
+            f"{key}: only the HTTP and HTTPS listeners are supported, got {match.group('name')!r}"
+        )
     port = int(match.group("port"))
     if not 0 <= port <= 65535:
         raise ConfigError(f"{key}: port {port} is out of range")
-    return Listener(match.group("host").strip("[]"), port)
+    return Listener(match.group("host").strip("[]"), port, tls=name == "HTTPS")
 
 
 def _parse_int(key: str, raw: str) -> int:

@@ -169,8 +169,10 @@ async def broker_node_context(
     static_properties: Mapping[str, str] | None = None,
     broker_config_entries: tuple[DescribeConfigsEntry, ...] = (),
     cluster_id: str | None = None,
+    tls: bool = False,
 ) -> AsyncIterator[BrokerNode]:
-    """Run one broker node for the duration of the ``async with`` block."""
+    """Run one broker node for the duration of the ``async with`` block (``tls``: its advertised
+    listener is HTTPS, registered as Kafka's SSL security protocol)."""
     clock = adapters.clock
 
     def open_logs() -> LogManager:
@@ -198,8 +200,9 @@ async def broker_node_context(
         # An unclean start may have cost what was not flushed: until a controller has seen this
         # process, the next one treats it as bounced if an older ISR names it (docs/controller.md §2).
         unclean_start=log_manager.unclean_start,
+        tls=tls,
     )
-    adapters.address_book.set(broker_node(config.broker_id), f"http://{host}:{port}")
+    adapters.address_book.set(broker_node(config.broker_id), f"{'https' if tls else 'http'}://{host}:{port}")
     state_changes = StateChangeLog(config.broker_id, incarnation=clock.wall_clock_ms())
     system = ActorSystem(
         broker_node(config.broker_id),

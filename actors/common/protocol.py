@@ -72,10 +72,15 @@ class BrokerEndpoint:
     host: str
     port: int
     rack: str | None = None
+    # Kafka's security protocol of the broker's listener (its registration's): SSL and SASL_SSL
+    # are reached with https://. It travels with the address so peers and clients that learn a
+    # broker from metadata reach it as it listens; absent (an older sender), PLAINTEXT.
+    security_protocol: str = "PLAINTEXT"
 
     @property
     def url(self) -> str:
-        return f"http://{self.host}:{self.port}"
+        scheme = "https" if self.security_protocol in ("SSL", "SASL_SSL") else "http"
+        return f"{scheme}://{self.host}:{self.port}"
 
 
 # ------------------------------------------------------------------------------------ Produce

@@ -188,14 +188,22 @@ class ControllerLogic:
                 _log.error("ignoring an unreadable broker registration %s: %s", name, error)
                 continue
             endpoint = next(
-                (e for e in registration.endpoints if e.listener_name == zk_data.HTTP_LISTENER_NAME),
+                (
+                    e
+                    for e in registration.endpoints
+                    if e.listener_name in (zk_data.HTTP_LISTENER_NAME, zk_data.HTTPS_LISTENER_NAME)
+                ),
                 registration.endpoints[0] if registration.endpoints else None,
             )
             if endpoint is None:
                 continue
             live[broker_id] = LiveBroker(
                 endpoint=BrokerEndpoint(
-                    broker_id=broker_id, host=endpoint.host, port=endpoint.port, rack=registration.rack
+                    broker_id=broker_id,
+                    host=endpoint.host,
+                    port=endpoint.port,
+                    rack=registration.rack,
+                    security_protocol=endpoint.security_protocol,
                 ),
                 broker_epoch=stat.czxid,
                 unclean_start=registration.unclean_start,

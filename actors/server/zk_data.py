@@ -33,6 +33,8 @@ Rules kept here:
 * A broker's HTTP endpoint is its Kafka "listener": ``endpoints: ["HTTP://host:port"]`` with
   ``listener_security_protocol_map: {"HTTP": "PLAINTEXT"}``, and the legacy top-level
   ``host``/``port`` are the same host and port (Kafka fills them from the PLAINTEXT endpoint).
+  An HTTPS listener is ``["HTTPS://host:port"]`` with ``{"HTTPS": "SSL"}`` and, as Kafka writes
+  for a broker without a PLAINTEXT endpoint, ``"host": null, "port": -1``.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ __all__ = [
     "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH",
     "DELETE_TOPICS_PATH",
+    "HTTPS_LISTENER_NAME",
     "HTTP_LISTENER_NAME",
     "ISR_CHANGE_NOTIFICATION_PATH",
     "ISR_CHANGE_NOTIFICATION_PREFIX",
@@ -148,6 +151,7 @@ PERSISTENT_ZK_PATHS: Final[tuple[str, ...]] = (
 """Kafka's ``ZkData.PersistentZkPaths`` (2.4): created, with their parents, at broker startup."""
 
 HTTP_LISTENER_NAME: Final = "HTTP"
+HTTPS_LISTENER_NAME: Final = "HTTPS"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _SEQUENCE = re.compile(r"[0-9]{10}")
 _DECIMAL = re.compile(r"[0-9]+")
@@ -330,9 +334,14 @@ def http_broker_registration(
     timestamp_ms: int,
     rack: str | None = None,
     unclean_start: bool = False,
+    tls: bool = False,
 ) -> BrokerRegistration:
-    """A registration whose only listener is the broker's HTTP endpoint."""
-    endpoint = EndPoint(listener_name=HTTP_LISTENER_NAME, host=host, port=port)
+    """A registration whose only listener is the broker's HTTP endpoint (HTTPS, SSL, with ``tls``)."""
+    endpoint = (
+        EndPoint(listener_name=HTTPS_LISTENER_NAME, host=host, port=port, security_protocol="SSL")
+        if tls
+        else EndPoint(listener_name=HTTP_LISTENER_NAME, host=host, port=port)
+    )
     return BrokerRegistration(
         broker_id=_checked_id("broker_id", broker_id),
         endpoints=(endpoint,),

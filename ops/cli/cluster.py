@@ -1,7 +1,7 @@
 """``actorlog cluster up``: a local cluster in the foreground until Ctrl-C or SIGTERM.
 
     actorlog cluster up [--brokers N] [--zookeeper HOST:PORT] [--data-dir DIR] [--config k=v ...]
-                        [--base-port P] [--prometheus]
+                        [--base-port P] [--prometheus] [--tls]
 
 Without ``--zookeeper`` it starts its own ZooKeeper from the installed package. It writes
 ``DIR/cluster.json`` (broker ids, endpoints, pids, ZooKeeper address) and ``DIR/client.properties``
@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
         "by a free one, with a warning; 0: any free ports",
     )
     up.add_argument("--prometheus", action="store_true", help="also run Prometheus, scraping every broker")
+    up.add_argument(
+        "--tls",
+        action="store_true",
+        help="HTTPS listeners: a CA and broker certificates in DATA_DIR/tls/, clients told SASL_SSL "
+        "with the CA as ssl.truststore.location (needs the openssl command)",
+    )
     return parser
 
 
@@ -87,6 +93,7 @@ def main(argv: list[str] | None = None) -> int:
         config=overrides,
         base_port=arguments.base_port,
         prometheus=arguments.prometheus,
+        tls=arguments.tls,
     )
     try:
         return asyncio.run(_run(cluster))

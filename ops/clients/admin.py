@@ -45,7 +45,13 @@ from actors.common.client_protocol import (
 from actors.common.errors import ErrorCode, KafkaError
 from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME, broker_node, broker_ref
 from actors.common.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse, PartitionMetadata
-from ops.clients.connection import ClientCredential, ClientNode, load_client_properties, resolve_credential
+from ops.clients.connection import (
+    ClientCredential,
+    ClientNode,
+    load_client_properties,
+    resolve_credential,
+    resolve_ssl_context,
+)
 from runtime.clock import wait_ms
 from runtime.ref import ActorRef
 
@@ -129,6 +135,7 @@ class Admin:
             bootstrap_servers,
             secret=secret or resolve_credential(properties),
             client_id=properties.get("client.id", "adminclient"),
+            ssl_context=resolve_ssl_context(properties),
         )
         self._api_timeout_ms = default_api_timeout_ms
         self._request_timeout_ms = request_timeout_ms

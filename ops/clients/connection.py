@@ -14,6 +14,10 @@ Rules kept:
   writes into its data directory (``./actorlog-data`` by default). An operator on a broker's machine
   may use the broker identity instead (``internal.auth.secret`` or ``ACTORLOG_INTERNAL_AUTH_SECRET``).
   Missing everywhere is a clear error, never an unauthenticated attempt.
+* TLS follows ``security.protocol`` (``SSL``/``SASL_SSL``: ``https://``, the brokers' certificates
+  verified with ``ssl.truststore.location``; ``ops/tls.py``), read from the same properties as the
+  credential, else from the fallback ``client.properties``. Bootstrap servers stay ``host:port``.
+  A certificate that does not verify is one line saying so, not a list of unreachable brokers.
 """
 
 from __future__ import annotations
@@ -21,6 +25,7 @@ from __future__ import annotations
 import base64
 import os
 import re
+import ssl
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -33,6 +38,7 @@ from actors.common.names import BROKER_ACTOR_NAME, broker_node
 from actors.common.protocol import BrokerEndpoint
 from ops.codec import wire_codec
 from ops.properties import ConfigError, parse_properties
+from ops.tls import CLIENT_SSL_KEYS, SECURITY_PROTOCOL, client_context, uses_tls
 from runtime.clock import Clock
 from runtime.errors import RemoteRequestError, TransportError
 from runtime.ref import ActorRef
@@ -50,6 +56,8 @@ __all__ = [
     "load_client_properties",
     "parse_bootstrap_servers",
     "resolve_credential",
+    "resolve_ssl_context",
+    "split_connection_properties",
 ]
 
 SECRET_ENV: Final = "ACTORLOG_INTERNAL_AUTH_SECRET"
@@ -151,6 +159,43 @@ def resolve_credential(
     return credential
 
 
+# How a client connects, not what it does: Kafka's clients take them beside their own keys, the
+# producer's and consumer's key checks do not know them.
+CONNECTION_KEYS: Final = frozenset(
+    {
+        SECURITY_PROTOCOL,
+        "sasl.mechanism",
+        "sasl.jaas.config",
+        "sasl.username",
+        "sasl.password",
+        *CLIENT_SSL_KEYS,
+    }
+)
+
+
+def split_connection_properties(
+    properties: Mapping[str, object],
+) -> tuple[dict[str, str], dict[str, object]]:
+    """(the connection keys, as strings; the rest) of a client's properties."""
+    connection = {key: str(value) for key, value in properties.items() if key in CONNECTION_KEYS}
+    return connection, {key: value for key, value in properties.items() if key not in CONNECTION_KEYS}
+
+
+def resolve_ssl_context(
+    properties: Mapping[str, str], *, data_dir: Path = DEFAULT_DATA_DIR
+) -> ssl.SSLContext | None:
+    """The context that verifies brokers when ``security.protocol`` is SSL or SASL_SSL, else None.
+
+    Read from ``properties`` when they say a protocol or give a credential; otherwise from the
+    ``client.properties`` that ``resolve_credential`` falls back to, so the two agree."""
+    chosen: Mapping[str, str] = properties
+    if SECURITY_PROTOCOL not in properties and _credential_of(properties) is None:
+        fallback = data_dir / "client.properties"
+        if fallback.is_file() and not os.environ.get(SECRET_ENV):
+            chosen = load_client_properties(fallback)
+    return client_context(chosen) if uses_tls(chosen) else None
+
+
 class ClientNode:
     """An actor system for client actors, able to reach the bootstrap servers and, once learnt,
     every broker. Use as ``async with ClientNode(...) as node:``."""
@@ -163,13 +208,15 @@ class ClientNode:
         client_id: str = "actorlog-client",
         clock: Clock | None = None,
         max_body_bytes: int = 104_857_600,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.bootstrap_servers = parse_bootstrap_servers(bootstrap_servers)
+        scheme = "http" if ssl_context is None else "https"
         self.client_id = client_id
         self.known_brokers: dict[int, BrokerEndpoint] = {}
         self.address_book = AddressBook()
         for index, (host, port) in enumerate(self.bootstrap_servers):
-            self.address_book.set(self._bootstrap_node(index), f"http://{_url_host(host)}:{port}")
+            self.address_book.set(self._bootstrap_node(index), f"{scheme}://{_url_host(host)}:{port}")
         self.credential = ClientCredential.of(secret)
         node_id = f"client-{client_id}-{uuid.uuid4().hex[:8]}"
         self.system = ActorSystem(
@@ -184,6 +231,7 @@ class ClientNode:
                 authorization=self.credential.authorization,
                 tell_path=CLIENT_TELL_PATH,
                 ask_path=CLIENT_ASK_PATH,
+                ssl_context=ssl_context,
             ),
         )
 
@@ -220,6 +268,16 @@ class ClientNode:
                     ) from None
                 failures.append(f"{target.node_id}: {error}")
             except TransportError as error:
+                if "CERTIFICATE_VERIFY_FAILED" in str(error):
+                    # Every broker has the same certificate authority: no other will verify either.
+                    # Kafka's SslAuthenticationException has no code of its own; it is an
+                    # authentication failure, which clients do not retry, as this must not be.
+                    raise KafkaError(
+                        ErrorCode.SASL_AUTHENTICATION_FAILED,
+                        "SSL handshake failed: the broker's certificate did not verify "
+                        f"({_verify_reason(error)}): set ssl.truststore.location to the PEM of the CA "
+                        "that signed it",
+                    ) from None
                 failures.append(f"{target.node_id}: {error}")
         raise KafkaError(
             ErrorCode.NETWORK_EXCEPTION,
@@ -234,6 +292,12 @@ class ClientNode:
         self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
     ) -> None:
         await self.system.__aexit__(exc_type, exc, traceback)
+
+
+def _verify_reason(error: BaseException) -> str:
+    text = str(error)
+    start = text.find("certificate verify failed")
+    return text[start:].split("(_ssl")[0].rstrip(" ]") if start >= 0 else "certificate verify failed"
 
 
 def _url_host(host: str) -> str:

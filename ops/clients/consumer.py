@@ -44,7 +44,14 @@ from actors.common.protocol import (
     MetadataResponse,
 )
 from actors.common.types import TopicPartition
-from ops.clients.connection import ClientCredential, ClientNode, load_client_properties, resolve_credential
+from ops.clients.connection import (
+    ClientCredential,
+    ClientNode,
+    load_client_properties,
+    resolve_credential,
+    resolve_ssl_context,
+    split_connection_properties,
+)
 from ops.properties import ConfigError
 from runtime.ref import ActorRef
 
@@ -61,14 +68,16 @@ class Consumer:
         config_file: str | os.PathLike[str] | None = None,
     ) -> None:
         properties: dict[str, object] = {**load_client_properties(config_file), **(config or {})}
+        connection, consumer_properties = split_connection_properties(properties)
         try:
-            self.config = ConsumerConfig.from_properties(properties)
+            self.config = ConsumerConfig.from_properties(consumer_properties)
         except ConsumerConfigError as error:
             raise ConfigError(str(error)) from None
         self._node = ClientNode(
             bootstrap_servers,
             secret=secret or resolve_credential({k: str(v) for k, v in properties.items()}),
             client_id=self.config.client_id,
+            ssl_context=resolve_ssl_context(connection),
         )
         self._ref: ActorRef | None = None
 

@@ -81,7 +81,14 @@ from actors.clients.producer.protocol import (
 )
 from actors.common.errors import ErrorCode
 from actors.common.names import producer_name, producer_results_name
-from ops.clients.connection import ClientCredential, ClientNode, load_client_properties, resolve_credential
+from ops.clients.connection import (
+    ClientCredential,
+    ClientNode,
+    load_client_properties,
+    resolve_credential,
+    resolve_ssl_context,
+    split_connection_properties,
+)
 from ops.properties import ConfigError
 from runtime.actor import Actor
 from runtime.clock import Clock
@@ -156,6 +163,7 @@ class Producer:
         properties.update({key.replace("_", "."): value for key, value in settings.items()})
         if bootstrap_servers is not None:
             properties["bootstrap.servers"] = bootstrap_servers
+        connection, properties = split_connection_properties(properties)
         try:
             self.config = ProducerConfig.from_properties(properties)
         except ProducerConfigError as error:
@@ -164,12 +172,15 @@ class Producer:
             _log.info("producer %s: %s", self.config.client_id, note)
         if node is None:
             if secret is None:
-                secret = resolve_credential({k: v for k, v in properties.items() if isinstance(v, str)})
+                secret = resolve_credential(
+                    {**{k: v for k, v in properties.items() if isinstance(v, str)}, **connection}
+                )
             node = ClientNode(
                 list(self.config.bootstrap_servers),
                 secret=secret,
                 client_id=self.config.client_id,
                 clock=clock,
+                ssl_context=resolve_ssl_context(connection),
             )
             self._owned_node: ClientNode | None = node
         else:

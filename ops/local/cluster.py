@@ -10,6 +10,8 @@ keeps its logs and its credentials)::
     DIR/broker-N/server.properties, DIR/broker-N/logs/, DIR/broker-N/broker.log (the broker identity's
                                 internal.auth.secret lives only in server.properties, mode 0600)
     DIR/prometheus/             the optional Prometheus (--prometheus)
+    DIR/tls/                    with --tls: the CA (ca.pem, the truststore) and each broker's
+                                keystore (broker-N.pem, 0600): ops/local/tls_certs.py
 
 Rules kept:
 * every broker's configuration is checked with the broker's own loader before anything starts, so
@@ -49,9 +51,11 @@ from actors.server import zk_data
 from ops.clients.connection import ClientCredential, resolve_credential
 from ops.config import BrokerSettings, settings_from_properties
 from ops.local.prometheus import LocalPrometheus, ScrapeTarget
+from ops.local.tls_certs import LocalCertificates
 from ops.local.zookeeper import LocalZooKeeper
 from ops.properties import ConfigError, parse_properties
 from ops.security.users import UserStore
+from ops.tls import SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION
 from runtime.clock import LoopClock
 from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
@@ -75,6 +79,7 @@ class BrokerProcess:
     process: asyncio.subprocess.Process | None = None
     paused: bool = False  # SIGSTOPped: it answers nothing until resumed
     requested_port: int = 0  # the port asked for (base port + index); 0: any port was fine
+    tls: bool = False  # an HTTPS listener
 
     @property
     def moved(self) -> bool:
@@ -95,7 +100,7 @@ class BrokerProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{self.address}"
+        return f"{'https' if self.tls else 'http'}://{self.address}"
 
     @property
     def running(self) -> bool:
@@ -142,6 +147,8 @@ class LocalCluster:
     config: Mapping[str, str] = field(default_factory=dict)
     base_port: int = 9092
     prometheus: bool = False
+    # HTTPS listeners with certificates made in DIR/tls/, clients told SASL_SSL (ops/local/tls_certs.py).
+    tls: bool = False
     processes: dict[int, BrokerProcess] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -179,6 +186,10 @@ class LocalCluster:
             raise ConfigError(
                 f"--base-port must be 0 or 1-{65536 - self.brokers} for {self.brokers} broker(s)"
             )
+        if self.tls and self.prometheus:
+            raise ConfigError(
+                "--prometheus does not scrape HTTPS listeners yet: use one of --tls, --prometheus"
+            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.secret = self._load_or_make_secret()
         self.client_credential = ClientCredential(CLIENT_USER, self._load_or_make_client_password())
@@ -187,8 +198,10 @@ class LocalCluster:
         for index, (port, wanted) in enumerate(zip(ports, requested, strict=True)):
             broker_id = index + 1
             self.processes[broker_id] = BrokerProcess(
-                broker_id, port, self.data_dir / f"broker-{broker_id}", requested_port=wanted
+                broker_id, port, self.data_dir / f"broker-{broker_id}", requested_port=wanted, tls=self.tls
             )
+        if self.tls:
+            self.certificates.ensure(list(self.processes))
         if self.zookeeper_connect is None:
             self._zookeeper = LocalZooKeeper(self.data_dir / "zookeeper")
             await self._zookeeper.start()
@@ -261,7 +274,8 @@ class LocalCluster:
         assert self.zookeeper_connect is not None
         properties = {
             "broker.id": str(broker.broker_id),
-            "listeners": f"HTTP://127.0.0.1:{broker.port}",
+            "listeners": f"{'HTTPS' if self.tls else 'HTTP'}://127.0.0.1:{broker.port}",
+            **self._tls_properties(broker.broker_id),
             "log.dirs": str(broker.directory / "logs"),
             "zookeeper.connect": self.zookeeper_connect,
             "internal.auth.secret": self.secret,
@@ -276,12 +290,29 @@ class LocalCluster:
         write_atomically(broker.config_path, text.encode(), mode=0o600)
         return settings
 
+    @property
+    def certificates(self) -> LocalCertificates:
+        return LocalCertificates(self.data_dir / "tls")
+
+    def _tls_properties(self, broker_id: int) -> dict[str, str]:
+        if not self.tls:
+            return {}
+        return {
+            SSL_KEYSTORE_LOCATION: str(self.certificates.keystore_path(broker_id)),
+            SSL_TRUSTSTORE_LOCATION: str(self.certificates.ca_path),
+        }
+
     def _write_client_properties(self) -> None:
+        security = (
+            f"security.protocol=SASL_SSL\n{SSL_TRUSTSTORE_LOCATION}={self.certificates.ca_path}\n"
+            if self.tls
+            else "security.protocol=SASL_PLAINTEXT\n"
+        )
         text = (
             "# Written by `actorlog cluster up`: pass with --command-config, or run from this\n"
             "# directory's parent, where clients find it on their own.\n"
             f"bootstrap.servers={self.bootstrap_servers}\n"
-            "security.protocol=SASL_PLAINTEXT\n"
+            f"{security}"
             "sasl.mechanism=SCRAM-SHA-256\n"
             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{CLIENT_USER}" password="{self.client_credential.password}";\n'

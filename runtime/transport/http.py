@@ -32,6 +32,10 @@ Sending side:
   the proxy can only tell which broker a connection comes from by its source address, and without
   the bind every connection would come from 127.0.0.1 whatever broker made it.
 
+TLS: given an ``ssl.SSLContext``, ``HttpServer`` serves HTTPS only (a plain HTTP request on its
+port fails the handshake) and ``HttpTransport`` verifies every peer with it (``https://`` base URLs);
+which files and checks make those contexts is the composition root's business (``ops.tls``).
+
 No domain logic lives here: node ids are resolved to base URLs by a ``resolve`` callback that the
 composition root keeps up to date.
 """
@@ -41,6 +45,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import ssl
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass, field
@@ -353,8 +358,10 @@ class HttpServer:
         max_body_bytes: int,
         middlewares: Iterable[Any] = (),
         body_timeout_ms: int = DEFAULT_BODY_TIMEOUT_MS,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
+        self._ssl_context = ssl_context
         self._requested_port = port
         self._app = web.Application(
             client_max_size=max_body_bytes,
@@ -379,7 +386,7 @@ class HttpServer:
             max_headers=MAX_HEADERS,
         )
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self._requested_port)
+        site = web.TCPSite(self._runner, self.host, self._requested_port, ssl_context=self._ssl_context)
         await site.start()
         server = site._server
         assert server is not None
@@ -389,7 +396,8 @@ class HttpServer:
     @property
     def url(self) -> str:
         assert self.port is not None, "server not started"
-        return f"http://{self.host}:{self.port}"
+        scheme = "http" if self._ssl_context is None else "https"
+        return f"{scheme}://{self.host}:{self.port}"
 
     async def stop(self) -> None:
         if self._runner is not None:
@@ -432,10 +440,12 @@ class HttpTransport:
         authorization: str | None = None,
         tell_path: str = TELL_PATH,
         ask_path: str = ASK_PATH,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         """``authorization``, ``tell_path`` and ``ask_path`` are for a client: its own credential
         (instead of ``Bearer <secret>``) and the client endpoint's paths. The server side (``routes``)
-        always takes the broker identity only."""
+        always takes the broker identity only. ``ssl_context`` verifies ``https://`` peers (the
+        transport's own connector; a given session brings its own)."""
         if not secret:
             raise ValueError("internal.auth.secret must be set for the HTTP transport")
         if source_host is not None and session is not None:
@@ -451,6 +461,7 @@ class HttpTransport:
         self._session = session
         self._owns_session = session is None
         self._source_host = source_host
+        self._ssl_context = ssl_context
         self._inbound: InboundHandler | None = None
         self._spawn: TaskSpawner | None = None
         self._channels: dict[str, _PeerChannel] = {}
@@ -569,6 +580,8 @@ class HttpTransport:
                 keepalive_timeout=15,
                 # Port 0: the kernel picks the port; only the source address is fixed.
                 local_addr=None if self._source_host is None else (self._source_host, 0),
+                # Without a context aiohttp's default verifies https:// against the system's CAs.
+                ssl=self._ssl_context if self._ssl_context is not None else True,
             )
             self._session = aiohttp.ClientSession(connector=connector)
 

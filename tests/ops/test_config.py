@@ -79,7 +79,7 @@ def test_an_unknown_key_is_an_error_with_a_suggestion() -> None:
         ("broker.id", "two", r"broker\.id: expected an integer"),
         ("unclean.leader.election.enable", "yes", "expected true or false"),
         ("zookeeper.connect", "localhost", r"zookeeper\.connect must be host:port"),
-        ("listeners", "PLAINTEXT://h:1", "only the HTTP listener"),
+        ("listeners", "PLAINTEXT://h:1", "only the HTTP and HTTPS listeners"),
         ("listeners", "HTTP://h", r"must look like HTTP://host:port"),
         ("internal.auth.secret", "short", "at least 16 characters"),
         ("replica.fetch.wait.max.ms", "40000", r"less than replica\.socket\.timeout\.ms"),
