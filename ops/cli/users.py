@@ -8,7 +8,9 @@
 
 It talks to ZooKeeper, not to a broker: like Kafka's SCRAM tooling in 2.4, whoever manages users
 manages ZooKeeper. When the brokers close ZooKeeper (``zookeeper.set.acl``), ``--command-config``
-names a properties file with the same ``zookeeper.digest.*`` keys the brokers use. A changed
+names a properties file with the same ``zookeeper.digest.*`` keys the brokers use (a broker's own
+``server.properties`` will do; its ``ACTORLOG_CFG_*`` environment is read as the broker reads it, and
+its ``zookeeper.connect`` stands in for ``--zookeeper``). A changed
 password or a deleted user holds on every broker within 10 s (``ops/security/users.py``).
 """
 
@@ -16,10 +18,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 from collections.abc import Sequence
 
 from ops.clients.connection import load_client_properties
+from ops.config import properties_from_environment
 from ops.properties import ConfigError
 from ops.security.users import UserStore, check_user_name
 from ops.zk_security import zk_security
@@ -34,7 +38,9 @@ _PROG = "actorlog users"
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog=_PROG, description="Manage client users (SCRAM-SHA-256).")
-    parser.add_argument("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]", help="ZooKeeper")
+    parser.add_argument(
+        "--zookeeper", metavar="HOST:PORT[/CHROOT]", help="ZooKeeper (else zookeeper.connect)"
+    )
     action = parser.add_mutually_exclusive_group(required=True)
     action.add_argument("--add", metavar="USER", help="create USER or change its password")
     action.add_argument("--delete", metavar="USER", help="delete USER")
@@ -58,10 +64,14 @@ def _password(path: str | None) -> str:
 
 
 async def _run(arguments: argparse.Namespace) -> int:
-    properties = load_client_properties(arguments.command_config)
-    coordinator = ZkCoordinator(
-        arguments.zookeeper, session_timeout_ms=10_000, security=zk_security(properties)
-    )
+    properties = {
+        **load_client_properties(arguments.command_config),
+        **properties_from_environment(os.environ),
+    }
+    connect = arguments.zookeeper or properties.get("zookeeper.connect")
+    if not connect:
+        raise ConfigError("--zookeeper is required (or zookeeper.connect in --command-config)")
+    coordinator = ZkCoordinator(connect, session_timeout_ms=10_000, security=zk_security(properties))
     await coordinator.start()
     try:
         store = UserStore(coordinator, clock=LoopClock())
@@ -90,5 +100,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{_PROG}: {error}", file=sys.stderr)
         return 2
     except CoordinationError as error:
-        print(f"{_PROG}: ZooKeeper at {arguments.zookeeper}: {error}", file=sys.stderr)
+        print(f"{_PROG}: ZooKeeper: {error}", file=sys.stderr)
         return 1
