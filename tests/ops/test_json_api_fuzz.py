@@ -12,6 +12,7 @@ API still answers and no actor on any broker failed or restarted.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,7 +39,8 @@ __all__ = ["api"]  # the fixture, imported so that this module's tests can ask f
 
 pytestmark = pytest.mark.asyncio
 
-CASES_PER_OPERATION_AND_MODE = 12
+# FUZZ_EXAMPLES=200 for a bigger local campaign; the suite's run is 12 per operation and mode.
+CASES_PER_OPERATION_AND_MODE = int(os.environ.get("FUZZ_EXAMPLES", "0")) or 12
 CHECKS = [not_a_server_error, status_code_conformance, content_type_conformance, response_schema_conformance]
 
 
