@@ -23,9 +23,8 @@ from typing import Final
 import orjson
 from aiohttp import web
 
-from runtime.codec import FRAME_CONTENT_TYPE, Codec, WireEnvelope
+from runtime.codec import Codec, WireEnvelope
 from runtime.errors import (
-    AskTimeoutError,
     CodecError,
     CoordinationError,
     MailboxClosedError,
@@ -34,7 +33,7 @@ from runtime.errors import (
     WireError,
 )
 from runtime.transport.base import InboundHandler
-from runtime.transport.http import FrameTooLargeError, error_response, frame_body, read_frame
+from runtime.transport.http import FrameTooLargeError, answer_ask, error_response, read_frame
 
 __all__ = ["CLIENT_ASK_PATH", "CLIENT_TELL_PATH", "ClientEndpoint"]
 
@@ -99,29 +98,9 @@ class ClientEndpoint:
         envelopes = await self._envelopes(request, ask=True)
         if isinstance(envelopes, web.Response):
             return envelopes
-        if len(envelopes) != 1:
-            return error_response(
-                400, WireError.INVALID_REQUEST, f"an ask carries exactly one envelope, got {len(envelopes)}"
-            )
         inbound = self.inbound
         assert inbound is not None
-        try:
-            reply = await inbound.deliver_ask(envelopes[0])
-        except RefusedMessageError as error:
-            return error_response(400, WireError.INVALID_REQUEST, str(error))
-        except UnknownActorError as error:
-            return error_response(404, WireError.UNKNOWN_SERVER_ERROR, str(error))
-        except AskTimeoutError as error:
-            return error_response(504, WireError.REQUEST_TIMED_OUT, str(error))
-        try:
-            parts = self.codec.encode_parts(reply)
-        except TypeError as error:
-            _log.error("cannot encode reply %r: %s", reply, error)
-            return error_response(500, WireError.UNKNOWN_SERVER_ERROR, f"reply not encodable: {error}")
-        body = frame_body(parts)
-        if isinstance(body, bytes):
-            return web.Response(body=body, content_type=FRAME_CONTENT_TYPE)
-        return web.Response(body=body)
+        return await answer_ask(inbound, self.codec, envelopes)
 
     async def _handle_tell(self, request: web.Request) -> web.StreamResponse:
         envelopes = await self._envelopes(request, ask=False)

@@ -88,6 +88,7 @@ __all__ = [
     "FramePayload",
     "HttpServer",
     "HttpTransport",
+    "answer_ask",
     "body_timeout_middleware",
     "error_response",
     "frame_body",
@@ -199,6 +200,32 @@ def error_response(status: int, error: WireError | int, message: str, **extra: o
         body=orjson.dumps({"error_code": code, "error": name, "message": message, **extra}),
         content_type="application/json",
     )
+
+
+async def answer_ask(inbound: InboundHandler, codec: Codec, envelopes: list[WireEnvelope]) -> web.Response:
+    """Deliver a decoded ask and answer with its reply frame, or the JSON error of why not: the
+    answering half shared by the internal and the client endpoints."""
+    if len(envelopes) != 1:
+        return error_response(
+            400, WireError.INVALID_REQUEST, f"an ask carries exactly one envelope, got {len(envelopes)}"
+        )
+    try:
+        reply = await inbound.deliver_ask(envelopes[0])
+    except RefusedMessageError as error:
+        return _refused_response(error)
+    except UnknownActorError as error:
+        return error_response(404, WireError.UNKNOWN_SERVER_ERROR, str(error))
+    except AskTimeoutError as error:
+        return error_response(504, WireError.REQUEST_TIMED_OUT, str(error))
+    try:
+        parts = codec.encode_parts(reply)
+    except TypeError as error:
+        _log.error("cannot encode reply %r: %s", reply, error)
+        return error_response(500, WireError.UNKNOWN_SERVER_ERROR, f"reply not encodable: {error}")
+    body = frame_body(parts)
+    if isinstance(body, bytes):
+        return web.Response(body=body, content_type=FRAME_CONTENT_TYPE)
+    return web.Response(body=body)
 
 
 def _refused_response(error: RefusedMessageError) -> web.Response:
@@ -543,30 +570,12 @@ class HttpTransport:
         envelopes = await self._read_envelopes(request)
         if isinstance(envelopes, web.Response):
             return envelopes
-        if len(envelopes) != 1:
-            return error_response(
-                400, WireError.INVALID_REQUEST, f"an ask carries exactly one envelope, got {len(envelopes)}"
-            )
         inbound = self._inbound
         assert inbound is not None
-        try:
-            reply = await inbound.deliver_ask(envelopes[0])
-        except RefusedMessageError as error:
+        response = await answer_ask(inbound, self.codec, envelopes)
+        if response.status == 400:
             self.statistics.requests_rejected_total += 1
-            return _refused_response(error)
-        except UnknownActorError as error:
-            return error_response(404, WireError.UNKNOWN_SERVER_ERROR, str(error))
-        except AskTimeoutError as error:
-            return error_response(504, WireError.REQUEST_TIMED_OUT, str(error))
-        try:
-            parts = self.codec.encode_parts(reply)
-        except TypeError as error:
-            _log.error("cannot encode reply %r: %s", reply, error)
-            return error_response(500, WireError.UNKNOWN_SERVER_ERROR, f"reply not encodable: {error}")
-        body = frame_body(parts)
-        if isinstance(body, bytes):
-            return web.Response(body=body, content_type=FRAME_CONTENT_TYPE)
-        return web.Response(body=body)
+        return response
 
     # -------------------------------------------------------------------------- client side
 

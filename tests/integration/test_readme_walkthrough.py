@@ -52,6 +52,9 @@ FOREGROUND = {
 }
 # Standard input for commands that read it (others get an empty one).
 STDIN = {
+    "actorlog users --command-config actorlog-data/broker-1/server.properties --add alice": (
+        "alice-password\n"
+    ),
     "actorlog produce --bootstrap-server localhost:9092 --topic orders --property parse.key=true": (
         "user-1:first\nuser-2:second\n"
     ),
