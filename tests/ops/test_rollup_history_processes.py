@@ -26,7 +26,8 @@ from ops.snapshots import SnapshotExporter, read_snapshots, read_state_changes
 from runtime.clock import LoopClock
 from tests.support.process_cluster import SECRET, ProcessCluster
 
-pytestmark = [pytest.mark.integration, pytest.mark.zk, pytest.mark.spark]
+# slow (make soak): 30 s; make test keeps the same check on the demo's real cluster (tests/ops/test_demo.py).
+pytestmark = [pytest.mark.integration, pytest.mark.zk, pytest.mark.spark, pytest.mark.slow]
 
 TP = TopicPartition("history", 0)
 LEADER, FOLLOWER = 1, 2
