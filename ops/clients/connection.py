@@ -33,12 +33,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
+from actors.common.client_security import SECURITY_KEYS
 from actors.common.errors import ErrorCode, KafkaError
 from actors.common.names import BROKER_ACTOR_NAME, broker_node
 from actors.common.protocol import BrokerEndpoint
 from ops.codec import wire_codec
 from ops.properties import ConfigError, parse_properties
-from ops.tls import CLIENT_SSL_KEYS, SECURITY_PROTOCOL, client_context, uses_tls
+from ops.tls import SECURITY_PROTOCOL, client_context, uses_tls
 from runtime.clock import Clock
 from runtime.errors import RemoteRequestError, TransportError
 from runtime.ref import ActorRef
@@ -159,18 +160,9 @@ def resolve_credential(
     return credential
 
 
-# How a client connects, not what it does: Kafka's clients take them beside their own keys, the
-# producer's and consumer's key checks do not know them.
-CONNECTION_KEYS: Final = frozenset(
-    {
-        SECURITY_PROTOCOL,
-        "sasl.mechanism",
-        "sasl.jaas.config",
-        "sasl.username",
-        "sasl.password",
-        *CLIENT_SSL_KEYS,
-    }
-)
+# How a client connects, not what it does: Kafka's clients take them beside their own keys. One
+# list, the actors' (the producer's and consumer's configs accept and check the same keys).
+CONNECTION_KEYS: Final = SECURITY_KEYS
 
 
 def split_connection_properties(

@@ -25,7 +25,6 @@ from aiohttp import web
 
 from runtime.codec import Codec, WireEnvelope
 from runtime.errors import (
-    CodecError,
     CoordinationError,
     MailboxClosedError,
     RefusedMessageError,
@@ -33,7 +32,7 @@ from runtime.errors import (
     WireError,
 )
 from runtime.transport.base import InboundHandler
-from runtime.transport.http import FrameTooLargeError, answer_ask, error_response, read_frame
+from runtime.transport.http import answer_ask, error_response, read_envelopes
 
 __all__ = ["CLIENT_ASK_PATH", "CLIENT_TELL_PATH", "ClientEndpoint"]
 
@@ -79,13 +78,9 @@ class ClientEndpoint:
             )
         if self.inbound is None:
             return error_response(503, WireError.NETWORK_EXCEPTION, "node is not accepting requests yet")
-        try:
-            header, payload = await read_frame(request.content, request.content_length, self.max_body_bytes)
-            envelopes = self.codec.decode_envelopes_parts(header, payload)
-        except FrameTooLargeError as error:
-            return error_response(413, WireError.MESSAGE_TOO_LARGE, str(error))
-        except CodecError as error:
-            return error_response(400, WireError.INVALID_REQUEST, f"malformed frame: {error}")
+        envelopes = await read_envelopes(request, self.codec, self.max_body_bytes)
+        if isinstance(envelopes, web.Response):
+            return envelopes
         for envelope in envelopes:
             reason = self._admit(envelope, ask)
             if reason is not None:

@@ -93,6 +93,7 @@ __all__ = [
     "error_response",
     "frame_body",
     "json_error_middleware",
+    "read_envelopes",
     "read_frame",
 ]
 
@@ -200,6 +201,20 @@ def error_response(status: int, error: WireError | int, message: str, **extra: o
         body=orjson.dumps({"error_code": code, "error": name, "message": message, **extra}),
         content_type="application/json",
     )
+
+
+async def read_envelopes(
+    request: web.Request, codec: Codec, max_body_bytes: int
+) -> list[WireEnvelope] | web.Response:
+    """A request body's frame decoded, or the JSON error of why not (413 too large, 400 malformed):
+    the reading half shared by the internal and the client endpoints."""
+    try:
+        header, payload = await read_frame(request.content, request.content_length, max_body_bytes)
+        return codec.decode_envelopes_parts(header, payload)
+    except FrameTooLargeError as error:
+        return error_response(413, WireError.MESSAGE_TOO_LARGE, str(error))
+    except CodecError as error:
+        return error_response(400, WireError.INVALID_REQUEST, f"malformed frame: {error}")
 
 
 async def answer_ask(inbound: InboundHandler, codec: Codec, envelopes: list[WireEnvelope]) -> web.Response:
@@ -523,15 +538,10 @@ class HttpTransport:
             )
         if self._inbound is None:
             return error_response(503, WireError.NETWORK_EXCEPTION, "node is not accepting messages yet")
-        try:
-            header, payload = await read_frame(request.content, request.content_length, self.max_body_bytes)
-            return self.codec.decode_envelopes_parts(header, payload)
-        except FrameTooLargeError as error:
+        envelopes = await read_envelopes(request, self.codec, self.max_body_bytes)
+        if isinstance(envelopes, web.Response):
             self.statistics.requests_rejected_total += 1
-            return error_response(413, WireError.MESSAGE_TOO_LARGE, str(error))
-        except CodecError as error:
-            self.statistics.requests_rejected_total += 1
-            return error_response(400, WireError.INVALID_REQUEST, f"malformed frame: {error}")
+        return envelopes
 
     async def _handle_tell(self, request: web.Request) -> web.StreamResponse:
         envelopes = await self._read_envelopes(request)
