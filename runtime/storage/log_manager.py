@@ -17,9 +17,10 @@ Rules kept here:
   skip recovery; the marker is then removed (and the removal made durable) so that a crash from here
   on is treated as unclean. ``meta.properties`` is written durably at the dir's first use: without
   the marker, a dir that has it makes an ``unclean_start``, which the broker's registration says
-  until a controller has seen the process (``mark_seen``); a clean shutdown before that writes the
-  marker with ``unseen-unclean-start`` in it, so the next start inherits it. Directories ending
-  ``-delete`` (a deletion interrupted by a crash) are removed.
+  until a controller has seen the process (``mark_seen``); so does a start whose loading found
+  flushed records gone (a corrupt active segment cut after a clean shutdown). A clean shutdown before
+  that writes the marker with ``unseen-unclean-start`` in it, so the next start inherits it.
+  Directories ending ``-delete`` (a deletion interrupted by a crash) are removed.
 * A checkpoint that cannot be parsed stops nothing: it is logged and counted (``recovery_report``)
   and the logs load as if it were empty (a damaged recovery point file also means a full recovery,
   marker or not); the next checkpoint rewrites it from the logs. Damage inside one partition's
@@ -179,6 +180,10 @@ class LogManager:
                 clean_shutdown=clean,
                 report=manager.recovery_report,
             )
+        # The marker vouches for what was flushed, not for what is still readable: a check that cut
+        # flushed records makes this start as unclean as a crash would (docs/controller.md §2).
+        if any(log.missing_flushed_offsets is not None for log in manager._logs.values()):
+            manager.unclean_start = True
         if fs.exists(marker):
             fs.delete_file(marker)
             fs.fsync_dir(log_dir)

@@ -234,3 +234,26 @@ def test_a_corrupt_older_segment_is_not_read_at_a_clean_start(caplog: pytest.Log
     assert _segment_paths(fs) == paths
     with pytest.raises(CorruptRecordError, match="stored CRC"):
         decode_all(orders.read(victim.header.base_offset, 1 << 20).records)
+
+
+def test_a_clean_start_that_cut_flushed_records_is_an_unclean_start() -> None:
+    """Regression: the clean-shutdown marker said nothing was lost, but the check of the active
+    segment cut flushed records. The registration must say ``unclean_start`` (docs/controller.md §2):
+    a controller finding this broker in an ISR written before it restarted treats it as bounced
+    instead of trusting it with records it no longer has. An intact clean start says nothing, and
+    the flag outlives a clean stop that no controller saw, as any unclean start does."""
+    fs = MemoryFileSystem()
+    _stopped_cleanly(fs)
+    intact = _open(fs)
+    assert not intact.unclean_start
+    intact.close(now_ms=0)
+
+    active = _segment_paths(fs)[-1]
+    victim = list(iterate_batches(fs.read_file(active)))[1]
+    _flip(fs, active, victim.position + victim.size_in_bytes - 3)
+    manager = _open(fs)
+    assert _log(manager).missing_flushed_offsets is not None
+    assert manager.unclean_start
+
+    manager.close(now_ms=0)  # stopped cleanly before any controller saw it
+    assert _open(fs).unclean_start
