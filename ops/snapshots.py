@@ -10,6 +10,8 @@ What it owns:
 * listing and reading the complete files back without Spark (``snapshot_files``, ``read_snapshots``);
 * ``actorlog snapshots export``: every ``--interval``, ask the cluster for its live brokers
   (``GET /v1/cluster``), scrape each broker's ``/metrics`` concurrently and write one file per broker.
+  Each broker is reached with the scheme its membership entry's ``security_protocol`` says (SSL:
+  ``https://``, verified with the client's ``ssl.truststore.location``, docs/tls.md).
 
 Rules kept here:
 
@@ -25,6 +27,10 @@ Rules kept here:
   seen) for the live brokers. A broker whose scrape fails is logged and skipped for that round; a
   membership lookup that fails on the first round is fatal (the cluster is unreachable), later it
   falls back to the last membership seen.
+* A scheme the cluster does not speak is named, not left as a bare disconnect: ``http://`` to an
+  HTTPS listener is checked with a TLS handshake and reported as "serves HTTPS: set
+  security.protocol=SSL...", ``https://`` to an HTTP listener and a certificate that does not verify
+  each say which key to set.
 * Rounds are paced by deadlines on the event loop's clock (``loop.time()``), waiting on the stop
   event with a timeout, never by sleeping; scrape timestamps are wall-clock UTC, truncated to ms.
 """
@@ -37,11 +43,13 @@ import logging
 import math
 import os
 import re
+import ssl
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import aiohttp
 import orjson
@@ -62,6 +70,7 @@ from ops.rollup.schema import (
     STATE_CHANGES_SUFFIX,
     TMP_SUFFIX,
 )
+from ops.tls import SECURITY_PROTOCOL, SSL_TRUSTSTORE_LOCATION
 
 __all__ = [
     "BrokerEndpoint",
@@ -341,17 +350,39 @@ def parse_duration_ms(text: str) -> int:
     return int(milliseconds)
 
 
-def parse_bootstrap_servers(text: str) -> list[str]:
-    """``host:port[,host:port...]`` -> base URLs (``http://host:port``), in order."""
+_TLS_HINT = (
+    f"set {SECURITY_PROTOCOL}=SSL (or SASL_SSL) and {SSL_TRUSTSTORE_LOCATION} in the client properties"
+)
+
+
+def parse_bootstrap_servers(text: str, *, tls: bool | None = None) -> list[str]:
+    """``[scheme://]host:port[,...]`` -> base URLs, in order. Raises ``ValueError``.
+
+    A bare ``host:port`` is ``https://`` when ``tls`` (the client's ``security.protocol`` is SSL
+    or SASL_SSL), else ``http://``. A scheme given must agree with ``tls`` when it is known: an
+    ``https://`` server with a plain-text protocol (or the reverse) is a mistake to name, not a
+    connection to try."""
     servers: list[str] = []
     for item in (part.strip() for part in text.split(",")):
         if not item:
             continue
-        address = item.removeprefix("http://").rstrip("/")
-        host, separator, port = address.rpartition(":")
+        scheme, _, address = item.rpartition("://")
+        if scheme not in ("", "http", "https"):
+            raise ValueError(f"invalid bootstrap server {item!r}: expected host:port, http:// or https://")
+        host, separator, port = address.rstrip("/").rpartition(":")
         if not separator or not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ValueError(f"invalid bootstrap server {item!r}: expected host:port")
-        servers.append(f"http://{host}:{int(port)}")
+        if scheme == "https" and tls is False:
+            raise ValueError(
+                f"bootstrap server {item!r} is https://, but {SECURITY_PROTOCOL} is PLAINTEXT or "
+                f"SASL_PLAINTEXT (or unset): {_TLS_HINT}"
+            )
+        if scheme == "http" and tls:
+            raise ValueError(
+                f"bootstrap server {item!r} is http://, but {SECURITY_PROTOCOL} is SSL or SASL_SSL: "
+                "give host:port (or https://), or set it to PLAINTEXT or SASL_PLAINTEXT"
+            )
+        servers.append(f"{scheme or ('https' if tls else 'http')}://{host}:{int(port)}")
     if not servers:
         raise ValueError("no bootstrap server given: expected host:port[,host:port...]")
     return servers
@@ -364,17 +395,23 @@ class MembershipError(RuntimeError):
     """No server answered ``GET /v1/cluster`` with a valid membership document."""
 
 
+_TLS_PROTOCOLS = frozenset({"SSL", "SASL_SSL"})
+
+
 @dataclass(frozen=True, slots=True)
 class BrokerEndpoint:
     broker_id: int
     host: str
     port: int
     rack: str | None = None
+    # The broker listener's, from /v1/cluster (absent from older brokers: PLAINTEXT).
+    security_protocol: str = "PLAINTEXT"
 
     @property
     def base_url(self) -> str:
         host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"http://{host}:{self.port}"
+        scheme = "https" if self.security_protocol in _TLS_PROTOCOLS else "http"
+        return f"{scheme}://{host}:{self.port}"
 
     @property
     def metrics_url(self) -> str:
@@ -408,11 +445,15 @@ def parse_membership(document: Any) -> ClusterMembership:
     for broker in brokers:
         _expect(isinstance(broker, dict), "each broker must be an object")
         broker_id, host, port, rack = (broker.get(key) for key in ("broker_id", "host", "port", "rack"))
+        protocol = broker.get("security_protocol", "PLAINTEXT")
         _expect(isinstance(broker_id, int) and not isinstance(broker_id, bool), "broker_id must be an int")
         _expect(isinstance(host, str) and bool(host), "host must be a non-empty string")
         _expect(isinstance(port, int) and 0 < port < 65536, "port must be an int in 1..65535")
         _expect(rack is None or isinstance(rack, str), "rack must be a string or null")
-        endpoints.append(BrokerEndpoint(broker_id=broker_id, host=host, port=port, rack=rack))
+        _expect(isinstance(protocol, str) and bool(protocol), "security_protocol must be a string")
+        endpoints.append(
+            BrokerEndpoint(broker_id=broker_id, host=host, port=port, rack=rack, security_protocol=protocol)
+        )
     return ClusterMembership(
         cluster_id=cluster_id,
         controller_id=controller_id,
@@ -425,7 +466,45 @@ def _describe(error: BaseException) -> str:
         return "timed out"
     if isinstance(error, aiohttp.ClientResponseError):
         return f"HTTP {error.status}"
+    if isinstance(error, aiohttp.ClientConnectorCertificateError):
+        reason = getattr(error.certificate_error, "verify_message", None) or "certificate verify failed"
+        return (
+            f"SSL handshake failed: the broker's certificate did not verify ({reason}): "
+            f"set {SSL_TRUSTSTORE_LOCATION} to the PEM of the CA that signed it"
+        )
+    if isinstance(error, aiohttp.ClientConnectorSSLError) and (
+        getattr(error.os_error, "reason", None) == "WRONG_VERSION_NUMBER"
+    ):
+        return (
+            f"it does not speak TLS (an HTTP listener): set {SECURITY_PROTOCOL}=PLAINTEXT or SASL_PLAINTEXT"
+        )
     return str(error) or type(error).__name__
+
+
+def _dropped_by_the_server(error: BaseException) -> bool:
+    """The connection was made and then closed without an answer: what an HTTPS listener does
+    to a plain HTTP request (a connect that failed is another story)."""
+    return isinstance(error, aiohttp.ServerDisconnectedError | aiohttp.ClientOSError) and not isinstance(
+        error, aiohttp.ClientConnectorError
+    )
+
+
+async def _serves_tls(url: str, timeout_s: float) -> bool:
+    """Whether the server at ``url`` completes a TLS handshake. The context verifies nothing on
+    purpose: it only tells an HTTPS listener from a broken one; no request is sent over it."""
+    address = urlsplit(url)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        async with asyncio.timeout(timeout_s):
+            _, writer = await asyncio.open_connection(address.hostname, address.port, ssl=context)
+            writer.close()
+            with contextlib.suppress(OSError, ssl.SSLError):
+                await writer.wait_closed()
+    except (OSError, TimeoutError, ssl.SSLError):
+        return False
+    return True
 
 
 async def fetch_membership(
@@ -442,7 +521,11 @@ async def fetch_membership(
                 body = await response.read()
             return parse_membership(orjson.loads(body))
         except (aiohttp.ClientError, TimeoutError, ValueError) as error:
-            failures.append(f"{server}: {_describe(error)}")
+            reason = _describe(error)
+            plain = server.startswith("http://") and _dropped_by_the_server(error)
+            if plain and await _serves_tls(server, timeout_s):
+                reason = f"it serves HTTPS: {_TLS_HINT}"
+            failures.append(f"{server}: {reason}")
     raise MembershipError("no server answered GET /v1/cluster (" + "; ".join(failures) + ")")
 
 
@@ -652,6 +735,8 @@ class ExportOptions:
     scrape_timeout_s: float = 5.0
     # A client user's credential (or the broker identity's secret): /v1/cluster needs one.
     secret: str | ClientCredential | None = field(default=None, repr=False)
+    # Verifies brokers reached at https:// (ops/tls.py's client_context); None: the system's CAs.
+    ssl_context: ssl.SSLContext | None = field(default=None, repr=False)
 
 
 async def run_export(
@@ -664,7 +749,7 @@ async def run_export(
     """
     loop = asyncio.get_running_loop()
     interval_s = options.interval_ms / 1000
-    connector = aiohttp.TCPConnector(limit=64, limit_per_host=2)
+    connector = aiohttp.TCPConnector(limit=64, limit_per_host=2, ssl=options.ssl_context or True)
     headers = {"Authorization": ClientCredential.of(options.secret).authorization} if options.secret else None
     async with aiohttp.ClientSession(connector=connector, headers=headers) as session:
         exporter = SnapshotExporter(

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from ops.clients.connection import load_client_properties, resolve_credential
+from ops.clients.connection import load_client_properties, resolve_credential, resolve_ssl_context
 from ops.properties import ConfigError
 from ops.snapshots import (
     ExportOptions,
@@ -38,11 +38,13 @@ def _duration_argument(text: str) -> int:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
-def _bootstrap_argument(text: str) -> list[str]:
+def _bootstrap_argument(text: str) -> str:
+    """Checked here; the scheme of a bare host:port waits for the client properties."""
     try:
-        return parse_bootstrap_servers(text)
+        parse_bootstrap_servers(text)
     except ValueError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def _positive_int(text: str) -> int:
@@ -62,7 +64,11 @@ def _parser() -> argparse.ArgumentParser:
         "or for --duration / --rounds.",
     )
     export.add_argument(
-        "--bootstrap-server", required=True, type=_bootstrap_argument, metavar="HOST:PORT[,HOST:PORT...]"
+        "--bootstrap-server",
+        required=True,
+        type=_bootstrap_argument,
+        metavar="HOST:PORT[,HOST:PORT...]",
+        help="brokers to ask for the membership; https://HOST:PORT when security.protocol is SSL or SASL_SSL",
     )
     export.add_argument("--out", required=True, type=Path, metavar="DIR", help="snapshot directory")
     export.add_argument(
@@ -76,7 +82,8 @@ def _parser() -> argparse.ArgumentParser:
     export.add_argument(
         "--command-config",
         metavar="FILE",
-        help="client properties with a user's sasl.jaas.config (see README)",
+        help="client properties with a user's sasl.jaas.config, and security.protocol=SSL|SASL_SSL with "
+        "ssl.truststore.location for an HTTPS cluster (see README)",
     )
     return parser
 
@@ -101,18 +108,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(list(sys.argv[1:] if argv is None else argv))
     prog = "actorlog snapshots export"
     try:
-        secret = resolve_credential(load_client_properties(arguments.command_config))
-    except ConfigError as error:
+        properties = load_client_properties(arguments.command_config)
+        secret = resolve_credential(properties)
+        # Read as every client reads it: from these properties, else the client.properties that
+        # `cluster up` wrote, whichever the credential came from.
+        ssl_context = resolve_ssl_context(properties)
+        bootstrap = parse_bootstrap_servers(arguments.bootstrap_server, tls=ssl_context is not None)
+    except (ConfigError, ValueError) as error:
         print(f"{prog}: {error}", file=sys.stderr)
         return 2
     options = ExportOptions(
-        bootstrap=tuple(arguments.bootstrap_server),
+        bootstrap=tuple(bootstrap),
         out_dir=arguments.out,
         interval_ms=arguments.interval,
         duration_ms=arguments.duration,
         rounds=arguments.rounds,
         scrape_timeout_s=arguments.scrape_timeout / 1000,
         secret=secret,
+        ssl_context=ssl_context,
     )
     try:
         return asyncio.run(_export_main(options))

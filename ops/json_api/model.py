@@ -800,7 +800,13 @@ def cluster_body(metadata: MetadataResponse) -> dict[str, Any]:
         "cluster_id": metadata.cluster_id,
         "controller_id": metadata.controller_id,
         "brokers": [
-            {"broker_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+            {
+                "broker_id": b.broker_id,
+                "host": b.host,
+                "port": b.port,
+                "rack": b.rack,
+                "security_protocol": b.security_protocol,
+            }
             for b in metadata.brokers
         ],
     }

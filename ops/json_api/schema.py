@@ -77,6 +77,12 @@ _SCHEMAS: Final[dict[str, Schema]] = {
             "host": {"type": "string"},
             "port": _integer("The broker's HTTP port.", 0, 65535),
             "rack": {"type": ["string", "null"], "description": "broker.rack, or null."},
+            "security_protocol": {
+                "type": "string",
+                "description": "Kafka's security protocol of the broker's listener: PLAINTEXT is "
+                "reached at http://, SSL at https:// (docs/tls.md).",
+                "examples": ["PLAINTEXT", "SSL"],
+            },
         }
     ),
     "Cluster": _object(

@@ -447,7 +447,16 @@ async def test_cluster_topics_and_partitions(api: Api) -> None:
     assert len(cluster_id) == 22  # /cluster/id, made by the first broker
     assert cluster.body == {
         "controller_id": api.cluster.controller_id(),
-        "brokers": [{"broker_id": b, "host": f"broker-{b}", "port": 9092, "rack": None} for b in (1, 2, 3)],
+        "brokers": [
+            {
+                "broker_id": b,
+                "host": f"broker-{b}",
+                "port": 9092,
+                "rack": None,
+                "security_protocol": "PLAINTEXT",
+            }
+            for b in (1, 2, 3)
+        ],
     }
     assert (await api.call("GET", "/v1/topics")).body == {"topics": [ORDERS, THIN]}
     topic = await api.call("GET", f"/v1/topics/{ORDERS}")

@@ -498,7 +498,7 @@ def test_records_that_cannot_be_shown_as_text_are_422_naming_the_offset() -> Non
 
 def test_metadata_bodies_use_kafkas_names() -> None:
     metadata = MetadataResponse(
-        brokers=(BrokerEndpoint(broker_id=2, host="h", port=1, rack="r1"),),
+        brokers=(BrokerEndpoint(broker_id=2, host="h", port=1, rack="r1", security_protocol="SSL"),),
         controller_id=2,
         topics=(
             TopicMetadata(name="b", error_code=ErrorCode.NONE, partitions=(_partition(1), _partition(0))),
@@ -509,7 +509,7 @@ def test_metadata_bodies_use_kafkas_names() -> None:
     assert cluster_body(metadata) == {
         "cluster_id": "c",
         "controller_id": 2,
-        "brokers": [{"broker_id": 2, "host": "h", "port": 1, "rack": "r1"}],
+        "brokers": [{"broker_id": 2, "host": "h", "port": 1, "rack": "r1", "security_protocol": "SSL"}],
     }
     assert topics_body(metadata) == {"topics": ["a", "b"]}
     assert topic_body(metadata.topics[0])["partitions"] == [

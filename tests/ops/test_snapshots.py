@@ -276,7 +276,18 @@ def test_bootstrap_servers_become_base_urls_in_order() -> None:
     ]
 
 
-@pytest.mark.parametrize("text", ["", "host", "host:", ":80", "host:0", "host:99999", "host:http"])
+def test_a_bare_bootstrap_server_takes_the_clients_scheme_and_a_given_one_must_agree() -> None:
+    assert parse_bootstrap_servers("b:9092,https://a:1", tls=True) == ["https://b:9092", "https://a:1"]
+    assert parse_bootstrap_servers("https://a:1") == ["https://a:1"]  # the scheme given, when unknown
+    with pytest.raises(ValueError, match=r"is https://, but security\.protocol is PLAINTEXT"):
+        parse_bootstrap_servers("https://a:1", tls=False)
+    with pytest.raises(ValueError, match=r"is http://, but security\.protocol is SSL"):
+        parse_bootstrap_servers("b:9092,http://a:1", tls=True)
+
+
+@pytest.mark.parametrize(
+    "text", ["", "host", "host:", ":80", "host:0", "host:99999", "host:http", "ftp://host:21"]
+)
 def test_bad_bootstrap_servers_are_rejected(text: str) -> None:
     with pytest.raises(ValueError, match="bootstrap server"):
         parse_bootstrap_servers(text)
@@ -295,6 +306,25 @@ def test_membership_document_is_validated() -> None:
     )
     assert [b.broker_id for b in membership.brokers] == [1, 2]
     assert membership.brokers[0].metrics_url == "http://127.0.0.1:9001/metrics"
+    # Each broker is reached with the scheme of its listener's security protocol.
+    secure = parse_membership(
+        {
+            "cluster_id": "c",
+            "controller_id": 1,
+            "brokers": [
+                {"broker_id": 1, "host": "b1", "port": 9093, "rack": None, "security_protocol": "SSL"}
+            ],
+        }
+    )
+    assert secure.brokers[0].metrics_url == "https://b1:9093/metrics"
+    with pytest.raises(ValueError, match="security_protocol"):
+        parse_membership(
+            {
+                "cluster_id": None,
+                "controller_id": 1,
+                "brokers": [{"broker_id": 1, "host": "h", "port": 1, "security_protocol": 3}],
+            }
+        )
     with pytest.raises(ValueError, match="port"):
         parse_membership({"cluster_id": None, "controller_id": 1, "brokers": [{"broker_id": 1, "host": "h"}]})
     with pytest.raises(ValueError, match="controller_id"):

@@ -419,6 +419,40 @@ def test_cli_without_a_credential_says_where_to_put_one(
     assert "sasl.jaas.config" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("properties", "bootstrap", "message"),
+    [
+        (
+            "security.protocol=SSL\nssl.truststore.location=/no/such/ca.pem\n",
+            "127.0.0.1:1",
+            "ssl.truststore.location: no readable file at '/no/such/ca.pem'",
+        ),
+        (
+            "security.protocol=SASL_PLAINTEXT\n",
+            "https://127.0.0.1:1",
+            "is https://, but security.protocol is PLAINTEXT or SASL_PLAINTEXT (or unset): "
+            "set security.protocol=SSL",
+        ),
+        ("security.protocol=TLS\n", "127.0.0.1:1", "security.protocol must be PLAINTEXT"),
+    ],
+)
+def test_cli_tls_settings_that_cannot_work_are_one_line(
+    properties: str,
+    bootstrap: str,
+    message: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    config = tmp_path / "client.properties"
+    config.write_text(f"sasl.username=u\nsasl.password=p\n{properties}")
+    arguments = ["export", "--bootstrap-server", bootstrap, "--command-config", str(config), "--out", "x"]
+    code = main(arguments)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1
+    assert message in err
+
+
 @pytest.mark.asyncio
 async def test_a_refused_credential_is_reported_as_such(cluster: FakeCluster, tmp_path: Path) -> None:
     await cluster.start_broker(1)

@@ -6,7 +6,12 @@ Certificates come from ``ops.local.tls_certs`` (the ``openssl`` command), made o
 
 from __future__ import annotations
 
+import asyncio
+import os
+import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import aiohttp
@@ -15,13 +20,14 @@ import pytest
 from actors.common.protocol import BrokerEndpoint
 from actors.server import zk_data
 from ops.clients.admin import Admin
-from ops.clients.connection import load_client_properties
+from ops.clients.connection import SECRET_ENV, load_client_properties
 from ops.clients.consumer import Consumer
 from ops.clients.producer import Producer
 from ops.config import redacted, settings_from_properties
 from ops.local.cluster import LocalCluster
 from ops.local.tls_certs import LocalCertificates
 from ops.properties import ConfigError
+from ops.snapshots import read_snapshots
 from runtime import ActorSystem
 from runtime.ref import ActorRef
 from runtime.transport.http import HttpServer, HttpTransport
@@ -30,6 +36,7 @@ from tests.support.runtime_actors import EchoActor, Ping, Pong, make_codec
 pytestmark = pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
 
 SECRET = "a-secret-of-24-characters"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -181,3 +188,39 @@ async def test_a_tls_cluster_serves_a_scram_client_over_https(zk_connect_string:
             async with Admin(bootstrap, command_config=untrusting) as admin:
                 await admin.metadata()
         assert "\n" not in str(refused.value)
+
+        # The snapshot exporter, as an operator runs it: the membership says the broker's listener
+        # is SSL, so /metrics is scraped at https://, verified with the client's truststore.
+        exported = await _actorlog(
+            "snapshots", "export", "--bootstrap-server", bootstrap, "--command-config", str(client_file),
+            "--rounds", "1", "--out", str(tmp_path / "snapshots"),
+        )  # fmt: skip
+        assert exported.returncode == 0, exported.stderr
+        assert re.search(r"1 brokers, \d+ files, [1-9]\d* samples", exported.stdout), exported.stdout
+        assert "skipped" not in exported.stdout
+        assert set(read_snapshots(tmp_path / "snapshots").column("broker").to_pylist()) == {"1"}
+        # A plain-text client pointed at it is told what to set, in one line.
+        plain = tmp_path / "plain.properties"
+        plain.write_text(
+            "".join(f"{k}={v}\n" for k, v in client.items() if not k.startswith(("ssl.", "security.")))
+        )
+        refused_export = await _actorlog(
+            "snapshots", "export", "--bootstrap-server", bootstrap, "--command-config", str(plain),
+            "--rounds", "1", "--out", str(tmp_path / "refused"),
+        )  # fmt: skip
+        assert refused_export.returncode == 1
+        assert refused_export.stderr.count("\n") == 1, refused_export.stderr
+        assert "serves HTTPS: set security.protocol=SSL" in refused_export.stderr
+
+
+async def _actorlog(*arguments: str) -> subprocess.CompletedProcess[str]:
+    """``actorlog ARGUMENTS`` in a child process, awaited (the cluster's ZooKeeper client shares
+    this event loop)."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "ops", *arguments,
+        cwd=ROOT, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        env={**{k: v for k, v in os.environ.items() if k != SECRET_ENV}, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return subprocess.CompletedProcess(list(arguments), process.returncode, out.decode(), err.decode())
