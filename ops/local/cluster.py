@@ -38,6 +38,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -55,7 +56,7 @@ from ops.local.tls_certs import LocalCertificates
 from ops.local.zookeeper import LocalZooKeeper
 from ops.properties import ConfigError, parse_properties
 from ops.security.users import UserStore
-from ops.tls import SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION
+from ops.tls import SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION, client_context
 from runtime.clock import LoopClock
 from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
@@ -186,10 +187,6 @@ class LocalCluster:
             raise ConfigError(
                 f"--base-port must be 0 or 1-{65536 - self.brokers} for {self.brokers} broker(s)"
             )
-        if self.tls and self.prometheus:
-            raise ConfigError(
-                "--prometheus does not scrape HTTPS listeners yet: use one of --tls, --prometheus"
-            )
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.secret = self._load_or_make_secret()
         self.client_credential = ClientCredential(CLIENT_USER, self._load_or_make_client_password())
@@ -294,6 +291,22 @@ class LocalCluster:
     def certificates(self) -> LocalCertificates:
         return LocalCertificates(self.data_dir / "tls")
 
+    @property
+    def client_properties_path(self) -> Path:
+        """``DIR/client.properties``: the client user, ``security.protocol`` and (with --tls) the
+        truststore. Clients in this process pass it too (Admin's ``command_config``, the
+        producer's ``properties_file``, the consumer's ``config_file``) even with the broker
+        identity as ``secret``: without it they would read the ``client.properties`` of whatever
+        ``actorlog-data`` is in the working directory for their security protocol."""
+        return self.data_dir / "client.properties"
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """What verifies this cluster's brokers for a plain HTTP client (aiohttp); None without TLS."""
+        if not self.tls:
+            return None
+        return client_context({SSL_TRUSTSTORE_LOCATION: str(self.certificates.ca_path)})
+
     def _tls_properties(self, broker_id: int) -> dict[str, str]:
         if not self.tls:
             return {}
@@ -317,7 +330,7 @@ class LocalCluster:
             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
             f'username="{CLIENT_USER}" password="{self.client_credential.password}";\n'
         )
-        write_atomically(self.data_dir / "client.properties", text.encode(), mode=0o600)
+        write_atomically(self.client_properties_path, text.encode(), mode=0o600)
 
     async def start_broker(self, broker_id: int) -> BrokerProcess:
         broker = self.processes[broker_id]
@@ -474,7 +487,10 @@ class LocalCluster:
     async def _start_prometheus(self) -> None:
         rules = ROOT / "dashboards" / "alerts" / "actorlog-alerts.yaml"
         prometheus = LocalPrometheus(
-            self.data_dir / "prometheus", scrape_interval_s=5, rule_files=[rules] if rules.is_file() else []
+            self.data_dir / "prometheus",
+            scrape_interval_s=5,
+            rule_files=[rules] if rules.is_file() else [],
+            ca_file=self.certificates.ca_path if self.tls else None,
         )
         await prometheus.start()
         prometheus.set_targets(

@@ -23,6 +23,9 @@ Rules kept here:
   when a scrape lands. Each attempt is an HTTP call; the pause between attempts is spent waiting
   for the server process to exit (so a crash is noticed at once), never a sleep, and the whole
   wait is bounded.
+* HTTPS targets (``ca_file`` given: brokers with ``listeners=HTTPS://``) are scraped with
+  ``scheme: https`` and ``tls_config.ca_file``, so Prometheus verifies each broker's certificate
+  and host name as the brokers' clients do; every target of one server has the same scheme.
 * Times come from Prometheus's own clock (``now()`` evaluates ``time()``), so callers never read
   ambient time to build a range query.
 """
@@ -158,6 +161,7 @@ class LocalPrometheus:
         start_timeout_s: float = 30.0,
         stop_grace_s: float = 10.0,
         binary: Path | None = None,
+        ca_file: str | os.PathLike[str] | None = None,
     ) -> None:
         if scrape_interval_s <= 0:
             raise ValueError("scrape_interval_s must be positive")
@@ -178,6 +182,8 @@ class LocalPrometheus:
         self._ready = asyncio.Event()
         self._session: aiohttp.ClientSession | None = None
         self._targets: list[ScrapeTarget] = []
+        # The CA the targets' certificates chain to; given, they are scraped at https://.
+        self.ca_file = None if ca_file is None else Path(ca_file).resolve()
 
     # ------------------------------------------------------------------------------ observing
 
@@ -226,6 +232,16 @@ class LocalPrometheus:
     # ------------------------------------------------------------------------------ lifecycle
 
     def _write_config(self) -> None:
+        job: dict[str, Any] = {
+            "job_name": self.job,
+            "metrics_path": "/metrics",
+            # Changes are picked up at once through file-system notifications; the refresh
+            # interval is only the backstop.
+            "file_sd_configs": [{"files": [str(self.targets_path)], "refresh_interval": "30s"}],
+        }
+        if self.ca_file is not None:
+            job["scheme"] = "https"
+            job["tls_config"] = {"ca_file": str(self.ca_file)}
         config = {
             "global": {
                 "scrape_interval": _duration(self.scrape_interval_s),
@@ -234,15 +250,7 @@ class LocalPrometheus:
                 "evaluation_interval": _duration(self.evaluation_interval_s),
             },
             "rule_files": [str(path) for path in self.rule_files],
-            "scrape_configs": [
-                {
-                    "job_name": self.job,
-                    "metrics_path": "/metrics",
-                    # Changes are picked up at once through file-system notifications; the refresh
-                    # interval is only the backstop.
-                    "file_sd_configs": [{"files": [str(self.targets_path)], "refresh_interval": "30s"}],
-                }
-            ],
+            "scrape_configs": [job],
         }
         # JSON is YAML: no YAML library needed at run time.
         self.config_path.write_text(json.dumps(config, indent=2) + "\n")

@@ -300,11 +300,27 @@ def test_the_command_itself() -> None:
 @pytest.mark.prometheus
 def test_cluster_up_with_prometheus_scrapes_every_broker(tmp_path: Path, zookeeper_server: object) -> None:
     """`cluster up --prometheus` runs a real Prometheus (from the installed package) that scrapes
-    every broker, loads the alert rules, and prints its URL; Ctrl-C stops it with the rest."""
+    every broker, loads the alert rules, and prints its URL; Ctrl-C stops it with the rest. With
+    --tls (the plain HTTP scrape is the dashboard tests'): Prometheus scrapes https:// and verifies
+    each broker's certificate against the cluster's CA."""
     if shutil.which("prometheus") is None and not os.environ.get("ACTORLOG_REQUIRE_PROMETHEUS"):
         pytest.skip("prometheus is not installed (make test installs it)")
+    if shutil.which("openssl") is None:
+        pytest.skip("--tls needs the openssl command")
     process = subprocess.Popen(
-        [sys.executable, "-m", "ops", "cluster", "up", "--base-port", "0", "--brokers", "2", "--prometheus"],
+        [
+            sys.executable,
+            "-m",
+            "ops",
+            "cluster",
+            "up",
+            "--base-port",
+            "0",
+            "--brokers",
+            "2",
+            "--prometheus",
+            "--tls",
+        ],
         cwd=tmp_path,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -346,6 +362,7 @@ def test_cluster_up_with_prometheus_scrapes_every_broker(tmp_path: Path, zookeep
 
         up, rules = asyncio.run(observe())
         assert sorted(t["labels"]["broker"] for t in up) == ["1", "2"]
+        assert all(t["scrapeUrl"].startswith("https://127.0.0.1:") for t in up), up
         assert "ActorlogUnderReplicatedPartitions" in rules
     finally:
         process.send_signal(signal.SIGTERM)
