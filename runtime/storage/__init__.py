@@ -36,7 +36,15 @@ from runtime.storage.errors import (
 )
 from runtime.storage.fs import FileHandle, FileSystem, MemoryFileSystem
 from runtime.storage.leader_epoch import LeaderEpochCache
-from runtime.storage.log import FlushJob, Log, LogAppendInfo, LogOffsetMetadata, LogReadInfo, LogStatistics
+from runtime.storage.log import (
+    FlushJob,
+    Log,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    LogReadInfo,
+    LogStatistics,
+    TimestampAndOffset,
+)
 from runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager
 from runtime.storage.producer_state import ProducerStateManager
 from runtime.storage.record_builder import RecordBatchBuilder, SimpleRecord, build_batch
@@ -88,6 +96,7 @@ __all__ = [
     "RecordHeader",
     "RecordTooLargeError",
     "SimpleRecord",
+    "TimestampAndOffset",
     "TimestampType",
     "TopicPartition",
     "UnexpectedAppendOffsetError",

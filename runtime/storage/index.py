@@ -12,7 +12,9 @@ Rules kept here (Kafka's ``OffsetIndex``/``TimeIndex``):
   appending to a full index is a programmer error (the log rolls first, ``is_full``);
 * a time index entry is added only if its timestamp is strictly larger than the last one (equal is
   ignored, smaller raises) and its offset is not smaller;
-* ``lookup(target)`` gives the largest entry at or below the target, or ``(base_offset, 0)``;
+* ``lookup(target)`` gives the largest entry at or below the target, or ``(base_offset, 0)``; the
+  time index's ``lookup(target_timestamp)`` the entry with the largest timestamp at or below it, or
+  ``(NO_TIMESTAMP, base_offset)`` (Kafka's ``TimeIndex.lookup``);
 * ``truncate_to(offset)`` keeps entries strictly below ``offset``.
 
 Deliberate difference from Kafka: files are not preallocated and memory-mapped. Entries live in
@@ -297,6 +299,16 @@ class TimeIndex(_IndexFile):
         self.values.append(offset - self.base_offset)
         if len(keys) - self.written >= PENDING_WRITE_THRESHOLD:
             self.write_pending()
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= ``target_timestamp``, or ``(NO_TIMESTAMP,
+        base_offset)`` when every entry is later (or there is none): no record before that entry's
+        offset has a timestamp above the entry's, so a search for the first timestamp >= target may
+        start there (Kafka's ``TimeIndex.lookup``)."""
+        slot = bisect.bisect_right(self.keys, target_timestamp) - 1
+        if slot < 0:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return TimestampOffset(self.keys[slot], self.base_offset + self.values[slot])
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries whose offset is at or above ``offset``."""

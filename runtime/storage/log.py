@@ -79,7 +79,14 @@ from runtime.storage.fs import FileSystem
 from runtime.storage.leader_epoch import LeaderEpochCache
 from runtime.storage.log_loader import load_segments
 from runtime.storage.log_recovery import RecoveryAction, RecoveryKind, RecoveryReport
-from runtime.storage.log_types import FlushJob, LogAppendInfo, LogOffsetMetadata, LogReadInfo, LogStatistics
+from runtime.storage.log_types import (
+    FlushJob,
+    LogAppendInfo,
+    LogOffsetMetadata,
+    LogReadInfo,
+    LogStatistics,
+    TimestampAndOffset,
+)
 from runtime.storage.log_validator import (
     PREFIX_SIZE,
     Analysis,
@@ -101,7 +108,15 @@ from runtime.storage.retention import (
 )
 from runtime.storage.segment import LogSegment
 
-__all__ = ["FlushJob", "Log", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo", "LogStatistics"]
+__all__ = [
+    "FlushJob",
+    "Log",
+    "LogAppendInfo",
+    "LogOffsetMetadata",
+    "LogReadInfo",
+    "LogStatistics",
+    "TimestampAndOffset",
+]
 # The value types live in log_types.py; they are re-exported here because they are the Log's API.
 
 _NO_EPOCHS = "no leader epoch entries (file missing or empty) although the log holds batches"
@@ -712,6 +727,30 @@ class Log:
             if found is not None:
                 return LogOffsetMetadata(offset, segment.base_offset, found.position)
         return self.log_end_offset_metadata
+
+    def fetch_offset_by_timestamp(self, target_timestamp: int) -> TimestampAndOffset | None:
+        """The first record at or above the log start offset whose timestamp is >=
+        ``target_timestamp``: its timestamp, offset and batch leader epoch; None when there is none
+        (Kafka's ``Log.fetchOffsetByTimestamp`` for a timestamp, docs/log.md §11).
+
+        Segments whose max timestamp is below the target cannot hold the record and are skipped;
+        the first one that may is searched from its time index position
+        (``LogSegment.find_offset_by_timestamp``). Unlike Kafka 2.4, which stops at that segment,
+        the search goes on to the next segments when it holds no such record at or above the log
+        start offset (the log start offset moved into it past its only later records), so None
+        always means "no such record in the log". Offsets below the log start offset are never
+        returned. The high watermark is the caller's business (docs/log.md §11)."""
+        log_start_offset = self._log_start_offset
+        bases = self._bases
+        first = max(bisect.bisect_right(bases, log_start_offset) - 1, 0)
+        for base in bases[first:]:
+            segment = self._segments[base]
+            if segment.max_timestamp_so_far < target_timestamp:
+                continue
+            found = segment.find_offset_by_timestamp(target_timestamp, max(log_start_offset, base))
+            if found is not None:
+                return found
+        return None
 
     def read(
         self, start_offset: int, max_bytes: int, max_offset: int | None = None, min_one_message: bool = True

@@ -13,7 +13,14 @@ from typing import NamedTuple
 from runtime.storage.compression import CompressionType
 from runtime.storage.fs import FileSystem
 
-__all__ = ["FlushJob", "LogAppendInfo", "LogOffsetMetadata", "LogReadInfo", "LogStatistics"]
+__all__ = [
+    "FlushJob",
+    "LogAppendInfo",
+    "LogOffsetMetadata",
+    "LogReadInfo",
+    "LogStatistics",
+    "TimestampAndOffset",
+]
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -45,6 +52,16 @@ class LogAppendInfo(NamedTuple):
     last_leader_epoch: int
     duplicate: bool = False
     flush_up_to_offset: int | None = None
+
+
+class TimestampAndOffset(NamedTuple):
+    """A record found by timestamp (Kafka's ``FileRecords.TimestampAndOffset``): its timestamp (the
+    batch's max timestamp for a LogAppendTime batch), its offset, and the partition leader epoch of
+    its batch (None when the batch has none, -1 on disk)."""
+
+    timestamp: int
+    offset: int
+    leader_epoch: int | None
 
 
 class LogReadInfo(NamedTuple):

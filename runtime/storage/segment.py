@@ -8,6 +8,12 @@ Rules kept here (Kafka's ``LogSegment``, docs/log.md §2-§7):
   ``(max timestamp so far, its offset)``. The first append into a segment is never indexed.
 * ``translate_offset(offset)`` starts at the index's floor entry and walks batch headers to the first
   batch whose *last* offset is >= the target; reads return whole batches from there.
+* ``find_offset_by_timestamp(timestamp, starting_offset)`` (Kafka's ``findOffsetByTimestamp``): the
+  time index's entry with the largest timestamp <= the target gives an offset, the offset index the
+  position of the batch holding ``max(that offset, starting_offset)``; from there the first record
+  (not batch) with a timestamp >= the target and an offset >= ``starting_offset`` is the answer,
+  with the record's timestamp (the batch's max timestamp in a LogAppendTime batch) and its batch's
+  partition leader epoch (docs/log.md §11).
 * Rolling decisions (``should_roll``) use the first batch's max timestamp when it is >= 0, else the
   segment's creation time on the monotonic clock; ``roll_jitter_ms`` is fixed at creation.
 * ``recover()`` rebuilds the indexes from the batches, validating each (framing, CRC, offsets), and
@@ -30,13 +36,17 @@ from runtime.storage.config import LogConfig
 from runtime.storage.errors import CorruptIndexError, CorruptRecordError, InvalidOffsetError
 from runtime.storage.fs import FileHandle, FileSystem
 from runtime.storage.index import PENDING_WRITE_THRESHOLD, OffsetIndex, TimeIndex
+from runtime.storage.log_types import TimestampAndOffset
 from runtime.storage.records import (
     HEADER_STRUCT,
     LOG_OVERHEAD,
+    NO_PARTITION_LEADER_EPOCH,
     NO_TIMESTAMP,
     RECORD_BATCH_OVERHEAD,
     BatchHeader,
     RecordBatch,
+    TimestampType,
+    decode_records,
     iterate_batches,
 )
 
@@ -453,6 +463,43 @@ class LogSegment:
             last_offset = header.base_offset + header.last_offset_delta
             if last_offset >= offset:
                 return SegmentPosition(last_offset, position, header.batch_length + LOG_OVERHEAD)
+        return None
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> TimestampAndOffset | None:
+        """The first record at or after ``starting_offset`` in this segment whose timestamp is >=
+        ``timestamp``, or None (Kafka's ``LogSegment.findOffsetByTimestamp``).
+
+        The time index entry with the largest timestamp <= the target names an offset below which
+        every record's timestamp is at most that entry's (a time index entry is the segment's max
+        timestamp so far and the offset where it was first reached), so no record before the batch
+        holding that offset can qualify; the offset index gives that batch's position. The scan
+        from there is exact: the result is the smallest qualifying offset, however the timestamps
+        are ordered, not an approximation from the sparse index."""
+        indexed = self.time_index.lookup(timestamp)
+        position = self.offset_index.lookup(max(indexed.offset, starting_offset)).position
+        return self.search_for_timestamp(timestamp, position, starting_offset)
+
+    def search_for_timestamp(
+        self, target_timestamp: int, starting_position: int, starting_offset: int
+    ) -> TimestampAndOffset | None:
+        """Kafka's ``FileRecords.searchForTimestamp``: from the batch at ``starting_position`` on,
+        the first record whose timestamp is >= the target and whose offset is >= ``starting_offset``.
+        Only batches whose max timestamp reaches the target are decoded. A record of a LogAppendTime
+        batch has the batch's max timestamp (the time the leader appended it), as Kafka's readers
+        see it. CRCs are not checked (nor are they by Kafka's search); bytes that cannot be
+        decoded raise ``CorruptRecordError``."""
+        for position, header in self.iterate_headers(starting_position):
+            if header.max_timestamp < target_timestamp or header.last_offset < starting_offset:
+                continue
+            log_append_time = header.timestamp_type is TimestampType.LOG_APPEND_TIME
+            data = self.log_file.pread(header.size_in_bytes, position)
+            for record in decode_records(header, data, position):
+                record_timestamp = header.max_timestamp if log_append_time else record.timestamp
+                if record_timestamp >= target_timestamp and record.offset >= starting_offset:
+                    epoch = header.partition_leader_epoch
+                    return TimestampAndOffset(
+                        record_timestamp, record.offset, None if epoch == NO_PARTITION_LEADER_EPOCH else epoch
+                    )
         return None
 
     def read(

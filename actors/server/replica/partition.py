@@ -744,10 +744,21 @@ class PartitionActor(Actor[PartitionMessage]):
     def _on_fetch_offset_for_timestamp(
         self, ctx: Context[PartitionMessage], message: FetchOffsetForTimestamp
     ) -> None:
-        def result(error: ErrorCode, offset: int = -1, text: str = "") -> ListOffsetsPartitionResponse:
+        """The leader side of ListOffsets (Kafka 2.4's ``Partition.fetchOffsetForTimestamp``,
+        docs/log.md §11). A consumer (negative replica id) is answered below the high watermark, a
+        follower below the log end offset. EARLIEST is the log start offset with the first cached
+        epoch when it starts at or below it; LATEST the high watermark (consumer) or log end offset
+        (follower) with the current epoch; a timestamp >= 0 the first record at or above the log
+        start offset whose timestamp reaches it (``Log.fetch_offset_by_timestamp``) with its
+        timestamp and its batch's epoch, if that offset is below the bound, else no offset (-1,
+        error NONE). Other negative timestamps are not Kafka 2.4 sentinels: INVALID_REQUEST."""
+
+        def result(
+            error: ErrorCode, offset: int = -1, *, timestamp: int = -1, leader_epoch: int = -1
+        ) -> ListOffsetsPartitionResponse:
             return ListOffsetsPartitionResponse(
-                topic=self.tp.topic, partition=self.tp.partition, error_code=error, offset=offset,
-                leader_epoch=self.state.leader_epoch if error is ErrorCode.NONE else -1,
+                topic=self.tp.topic, partition=self.tp.partition, error_code=error, timestamp=timestamp,
+                offset=offset, leader_epoch=leader_epoch,
             )  # fmt: skip
 
         epoch_error = self._check_leader_epoch(message.current_leader_epoch)
@@ -758,20 +769,43 @@ class PartitionActor(Actor[PartitionMessage]):
         if not self.state.is_leader or log is None:
             ctx.reply(result(ErrorCode.NOT_LEADER_OR_FOLLOWER))
             return
+        is_client_request = message.replica_id < 0
+        last_fetchable_offset = log.high_watermark if is_client_request else log.log_end_offset
+        # A new leader whose HW has not reached its own epoch yet (Kafka 2.3+): a consumer may not
+        # be told an offset it cannot read, nor "none" where the records may be above the HW.
+        epoch_start = self.state.leader_epoch_start_offset
+        offset_not_available = (
+            is_client_request and epoch_start is not None and epoch_start > log.high_watermark
+        )
         if message.timestamp == EARLIEST_TIMESTAMP:
-            ctx.reply(result(ErrorCode.NONE, log.log_start_offset))
+            earliest = log.leader_epoch_cache.earliest_entry
+            epoch = (
+                earliest.epoch
+                if earliest is not None and earliest.start_offset <= log.log_start_offset
+                else NO_PARTITION_LEADER_EPOCH
+            )
+            ctx.reply(result(ErrorCode.NONE, log.log_start_offset, leader_epoch=epoch))
         elif message.timestamp == LATEST_TIMESTAMP:
-            if message.replica_id >= 0:
-                ctx.reply(result(ErrorCode.NONE, log.log_end_offset))
+            if offset_not_available:
+                ctx.reply(result(ErrorCode.OFFSET_NOT_AVAILABLE))
             else:
-                epoch_start = self.state.leader_epoch_start_offset
-                if epoch_start is not None and log.high_watermark < epoch_start:
-                    # A new leader whose HW has not reached its own epoch yet (Kafka 2.3+).
-                    ctx.reply(result(ErrorCode.OFFSET_NOT_AVAILABLE))
-                else:
-                    ctx.reply(result(ErrorCode.NONE, log.high_watermark))
-        else:
+                ctx.reply(result(ErrorCode.NONE, last_fetchable_offset, leader_epoch=self.state.leader_epoch))
+        elif message.timestamp < 0:
             ctx.reply(result(ErrorCode.INVALID_REQUEST))
+        else:
+            try:
+                found = log.fetch_offset_by_timestamp(message.timestamp)
+            except StorageError as error:
+                ctx.log.warning("%s: offset for timestamp %d failed: %s", self.tp, message.timestamp, error)
+                ctx.reply(result(_error_code_of(error)))
+                return
+            if found is not None and found.offset < last_fetchable_offset:
+                epoch = NO_PARTITION_LEADER_EPOCH if found.leader_epoch is None else found.leader_epoch
+                ctx.reply(result(ErrorCode.NONE, found.offset, timestamp=found.timestamp, leader_epoch=epoch))
+            elif offset_not_available:
+                ctx.reply(result(ErrorCode.OFFSET_NOT_AVAILABLE))
+            else:
+                ctx.reply(result(ErrorCode.NONE))
 
     # -------------------------------------------------------------------------- follower side
 
