@@ -23,8 +23,12 @@ what was expected. Secrets (``internal.auth.secret``, ``zookeeper.digest.passwor
 wherever the config is printed.
 
 Keys beyond ``actors.server.config.BrokerConfig`` and the storage's log defaults:
-``listeners`` (``HTTP://host:port`` or ``HTTPS://host:port``), ``advertised.listeners`` (the same
-scheme), the TLS keys of an HTTPS listener (``ssl.keystore.location``, ``ssl.keystore.password``,
+``listeners`` (``HTTP://host:port`` or ``HTTPS://host:port``, optionally followed by one
+``KAFKA://host:port``, Kafka's binary protocol for clients: ``ops.kafka``), ``advertised.listeners``
+(the same names and scheme; a listener it leaves out is advertised as ``listeners`` gives it),
+``listener.security.protocol.map`` (Kafka's key; the defaults ``HTTP:PLAINTEXT``, ``HTTPS:SSL`` and
+``KAFKA:SASL_PLAINTEXT`` are the only values accepted: a Kafka listener always authenticates its
+clients), the TLS keys of an HTTPS listener (``ssl.keystore.location``, ``ssl.keystore.password``,
 ``ssl.truststore.location``, ``ssl.endpoint.identification.algorithm``: ``ops.tls``),
 ``log.dirs`` (one directory), ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``),
 ``internal.auth.secret``, ``broker.rack``, ``socket.request.max.bytes``, ``metrics.snapshot.dir``,
@@ -40,6 +44,7 @@ import difflib
 import os
 import re
 import ssl
+import typing
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +52,7 @@ from typing import Final
 
 from actors.common.client_protocol import ConfigSource, DescribeConfigsEntry
 from actors.server.config import BrokerConfig
+from actors.server.zk_data import KAFKA_LISTENER_NAME
 from ops.properties import ConfigError, parse_properties
 from ops.tls import BROKER_SSL_KEYS, SSL_KEYSTORE_PASSWORD, client_context, server_context
 from ops.zk_security import ZK_DIGEST_PASSWORD, ZK_SECURITY_KEYS, zk_security
@@ -58,6 +64,7 @@ __all__ = [
     "BROKER_KEY_RANGES",
     "ENV_PREFIX",
     "BrokerSettings",
+    "KafkaListener",
     "Listener",
     "load_broker_settings",
     "redacted",
@@ -87,6 +94,19 @@ class Listener:
         return f"{self.scheme}://{self.host}:{self.port}"
 
 
+@dataclass(frozen=True, slots=True)
+class KafkaListener:
+    """A ``KAFKA://host:port`` listener: Kafka's binary protocol, SASL-authenticated clients."""
+
+    host: str
+    port: int
+    security_protocol: str = "SASL_PLAINTEXT"
+
+    @property
+    def connection_string(self) -> str:
+        return f"KAFKA://{self.host}:{self.port}"
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerSettings:
     broker: BrokerConfig
@@ -107,6 +127,9 @@ class BrokerSettings:
     # An HTTPS listener's: the server's (keystore) and the one this broker verifies peers with.
     server_ssl_context: ssl.SSLContext | None = None
     client_ssl_context: ssl.SSLContext | None = None
+    # The Kafka protocol listener (``KAFKA://`` in ``listeners``), None when there is none.
+    kafka_listener: KafkaListener | None = None
+    advertised_kafka_listener: KafkaListener | None = None
 
     def describe(self) -> list[str]:
         """The effective configuration as ``key = value`` lines, secrets redacted (start-up banner)."""
@@ -151,6 +174,7 @@ _OTHER_KEYS: Final = frozenset(
     {
         "listeners",
         "advertised.listeners",
+        "listener.security.protocol.map",
         "log.dirs",
         "log.dir",
         "zookeeper.connect",
@@ -249,22 +273,30 @@ def load_broker_settings(
 def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
     _reject_unknown_keys(properties)
     broker = _broker_config(properties)
-    listener = _listener(properties.get("listeners", "HTTP://127.0.0.1:9092"), "listeners")
-    advertised = (
-        _listener(properties["advertised.listeners"], "advertised.listeners")
-        if "advertised.listeners" in properties
-        else listener
-    )
-    if advertised.tls != listener.tls:
-        raise ConfigError(
-            f"advertised.listeners must use the scheme of listeners ({listener.scheme.upper()}), "
-            f"got {properties['advertised.listeners']!r}"
+    listener, kafka_listener = _listeners(properties.get("listeners", "HTTP://127.0.0.1:9092"), "listeners")
+    advertised, advertised_kafka = listener, kafka_listener
+    if "advertised.listeners" in properties:
+        named, named_kafka = _listeners(
+            properties["advertised.listeners"], "advertised.listeners", http_required=False
         )
-    if advertised.host in ("", "0.0.0.0", "::"):
-        raise ConfigError(
-            f"advertised.listeners must name a reachable host, not {advertised.host!r} "
-            "(set advertised.listeners when listeners binds a wildcard address)"
-        )
+        if named is not None:
+            if named.tls != listener.tls:
+                raise ConfigError(
+                    f"advertised.listeners must use the scheme of listeners ({listener.scheme.upper()}), "
+                    f"got {properties['advertised.listeners']!r}"
+                )
+            advertised = named
+        if named_kafka is not None:
+            if kafka_listener is None:
+                raise ConfigError("advertised.listeners names a KAFKA listener that listeners does not have")
+            advertised_kafka = named_kafka
+    for host in (advertised.host, *([advertised_kafka.host] if advertised_kafka else [])):
+        if host in ("", "0.0.0.0", "::"):
+            raise ConfigError(
+                f"advertised.listeners must name a reachable host, not {host!r} "
+                "(set advertised.listeners when listeners binds a wildcard address)"
+            )
+    _check_security_protocol_map(properties.get("listener.security.protocol.map"))
     log_dirs = properties.get("log.dirs", properties.get("log.dir"))
     if not log_dirs:
         raise ConfigError("log.dirs is required (the directory where partition logs live)")
@@ -307,6 +339,8 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
         zookeeper_security=zookeeper_security,
         server_ssl_context=server_ssl,
         client_ssl_context=client_ssl,
+        kafka_listener=kafka_listener,
+        advertised_kafka_listener=advertised_kafka,
     )
 
 
@@ -353,20 +387,80 @@ def _broker_config(properties: Mapping[str, str]) -> BrokerConfig:
         raise ConfigError(str(error)) from None
 
 
-def _listener(raw: str, key: str) -> Listener:
-    first = raw.split(",")[0].strip()
-    match = _LISTENER.match(first)
-    if match is None:
-        raise ConfigError(f"{key} must look like HTTP://host:port or HTTPS://host:port, got {raw!r}")
-    name = match.group("name").upper()
-    if name not in ("HTTP", "HTTPS"):
+@typing.overload
+def _listeners(raw: str, key: str) -> tuple[Listener, KafkaListener | None]: ...
+@typing.overload
+def _listeners(
+    raw: str, key: str, *, http_required: bool
+) -> tuple[Listener | None, KafkaListener | None]: ...
+def _listeners(
+    raw: str, key: str, *, http_required: bool = True
+) -> tuple[Listener | None, KafkaListener | None]:
+    """``HTTP://h:p`` or ``HTTPS://h:p``, and at most one ``KAFKA://h:p``, comma-separated."""
+    http: Listener | None = None
+    kafka: KafkaListener | None = None
+    for part in raw.split(","):
+        match = _LISTENER.match(part.strip())
+        if match is None:
+            raise ConfigError(
+                f"{key} must look like HTTP://host:port or HTTPS://host:port "
+                f"(and optionally KAFKA://host:port), got {raw!r}"
+            )
+        name = match.group("name").upper()
+        port = int(match.group("port"))
+        if not 0 <= port <= 65535:
+            raise ConfigError(f"{key}: port {port} is out of range")
+        host = match.group("host").strip("[]")
+        if name in ("HTTP", "HTTPS"):
+            if http is not None:
+                raise ConfigError(f"{key}: one HTTP or HTTPS listener, got {raw!r}")
+            http = Listener(host, port, tls=name == "HTTPS")
+        elif name == KAFKA_LISTENER_NAME:
+            if kafka is not None:
+                raise ConfigError(f"{key}: one KAFKA listener, got {raw!r}")
+            kafka = KafkaListener(host, port)
+        else:
+            raise ConfigError(
+                f"{key}: only the HTTP and HTTPS listeners (and one KAFKA listener) are supported, "
+                f"got {match.group('name')!r}"
+            )
+    if http is None and http_required:
         raise ConfigError(
-            f"{key}: only the HTTP and HTTPS listeners are supported, got {match.group('name')!r}"
+            f"{key} needs an HTTP or HTTPS listener (brokers talk to each other there), got {raw!r}"
         )
-    port = int(match.group("port"))
-    if not 0 <= port <= 65535:
-        raise ConfigError(f"{key}: port {port} is out of range")
-    return Listener(match.group("host").strip("[]"), port, tls=name == "HTTPS")
+    if http is not None and kafka is not None and http.port == kafka.port != 0 and http.host == kafka.host:
+        raise ConfigError(f"{key}: the HTTP and KAFKA listeners need different ports, got {raw!r}")
+    return http, kafka
+
+
+# Kafka's listener.security.protocol.map, restricted to what each listener here speaks.
+_SECURITY_PROTOCOLS: Final = {"HTTP": "PLAINTEXT", "HTTPS": "SSL", KAFKA_LISTENER_NAME: "SASL_PLAINTEXT"}
+
+
+def _check_security_protocol_map(raw: str | None) -> None:
+    """``listener.security.protocol.map``: accepted when it says what the listeners speak anyway.
+    A KAFKA listener is SASL_PLAINTEXT: PLAINTEXT (no authentication) is refused, as the HTTP client
+    endpoint refuses an unauthenticated client; SASL_SSL waits for TLS on that listener."""
+    if raw is None or not raw.strip():
+        return
+    for entry in raw.split(","):
+        name, separator, protocol = entry.strip().partition(":")
+        name, protocol = name.strip().upper(), protocol.strip().upper()
+        if not separator or name not in _SECURITY_PROTOCOLS:
+            raise ConfigError(
+                f"listener.security.protocol.map: expected NAME:PROTOCOL entries for HTTP, HTTPS or KAFKA, "
+                f"got {entry.strip()!r}"
+            )
+        if protocol != _SECURITY_PROTOCOLS[name]:
+            raise ConfigError(
+                f"listener.security.protocol.map: {name} can only be {_SECURITY_PROTOCOLS[name]}, got "
+                f"{protocol!r}"
+                + (
+                    " (the Kafka listener always authenticates its clients)"
+                    if name == KAFKA_LISTENER_NAME
+                    else ""
+                )
+            )
 
 
 def _parse_int(key: str, raw: str) -> int:

@@ -170,9 +170,11 @@ async def broker_node_context(
     broker_config_entries: tuple[DescribeConfigsEntry, ...] = (),
     cluster_id: str | None = None,
     tls: bool = False,
+    extra_endpoints: tuple[zk_data.EndPoint, ...] = (),
 ) -> AsyncIterator[BrokerNode]:
     """Run one broker node for the duration of the ``async with`` block (``tls``: its advertised
-    listener is HTTPS, registered as Kafka's SSL security protocol)."""
+    listener is HTTPS, registered as Kafka's SSL security protocol; ``extra_endpoints``: further
+    listeners its registration names, the Kafka protocol's among them)."""
     clock = adapters.clock
 
     def open_logs() -> LogManager:
@@ -201,6 +203,7 @@ async def broker_node_context(
         # process, the next one treats it as bounced if an older ISR names it (docs/controller.md §2).
         unclean_start=log_manager.unclean_start,
         tls=tls,
+        extra_endpoints=extra_endpoints,
     )
     adapters.address_book.set(broker_node(config.broker_id), f"{'https' if tls else 'http'}://{host}:{port}")
     state_changes = StateChangeLog(config.broker_id, incarnation=clock.wall_clock_ms())

@@ -38,6 +38,7 @@ __all__ = [
     "ListOffsetsPartitionResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListenerEndpoint",
     "MetadataRequest",
     "MetadataResponse",
     "OffsetForLeaderEpochPartition",
@@ -67,6 +68,16 @@ NO_PARTITION_LEADER_EPOCH = -1
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ListenerEndpoint:
+    """One listener of a broker as its registration names it (Kafka's UpdateMetadata endpoint)."""
+
+    listener_name: str
+    host: str
+    port: int
+    security_protocol: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerEndpoint:
     broker_id: int
     host: str
@@ -76,11 +87,19 @@ class BrokerEndpoint:
     # are reached with https://. It travels with the address so peers and clients that learn a
     # broker from metadata reach it as it listens; absent (an older sender), PLAINTEXT.
     security_protocol: str = "PLAINTEXT"
+    # Every listener of the broker's registration (the HTTP one above among them), as Kafka's
+    # UpdateMetadata carries them: a broker answers a Kafka-protocol Metadata request with the
+    # other brokers' KAFKA listeners. Absent (an older sender, a test): none beyond host:port.
+    endpoints: tuple[ListenerEndpoint, ...] = ()
 
     @property
     def url(self) -> str:
         scheme = "https" if self.security_protocol in ("SSL", "SASL_SSL") else "http"
         return f"{scheme}://{self.host}:{self.port}"
+
+    def endpoint(self, listener_name: str) -> ListenerEndpoint | None:
+        """The broker's listener of that name, None when it has none."""
+        return next((e for e in self.endpoints if e.listener_name == listener_name), None)
 
 
 # ------------------------------------------------------------------------------------ Produce

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.common.errors import ErrorCode
-from actors.common.protocol import BrokerEndpoint
+from actors.common.protocol import BrokerEndpoint, ListenerEndpoint
 from actors.common.types import NO_LEADER, BrokerId, TopicPartition
 from actors.controller.election import (
     ElectionResult,
@@ -204,6 +204,15 @@ class ControllerLogic:
                     port=endpoint.port,
                     rack=registration.rack,
                     security_protocol=endpoint.security_protocol,
+                    endpoints=tuple(
+                        ListenerEndpoint(
+                            listener_name=e.listener_name,
+                            host=e.host,
+                            port=e.port,
+                            security_protocol=e.security_protocol,
+                        )
+                        for e in registration.endpoints
+                    ),
                 ),
                 broker_epoch=stat.czxid,
                 unclean_start=registration.unclean_start,

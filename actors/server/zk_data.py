@@ -34,7 +34,8 @@ Rules kept here:
   ``listener_security_protocol_map: {"HTTP": "PLAINTEXT"}``, and the legacy top-level
   ``host``/``port`` are the same host and port (Kafka fills them from the PLAINTEXT endpoint).
   An HTTPS listener is ``["HTTPS://host:port"]`` with ``{"HTTPS": "SSL"}`` and, as Kafka writes
-  for a broker without a PLAINTEXT endpoint, ``"host": null, "port": -1``.
+  for a broker without a PLAINTEXT endpoint, ``"host": null, "port": -1``. A broker with a Kafka
+  protocol listener lists it second: ``"KAFKA://host:port"`` with ``{"KAFKA": "SASL_PLAINTEXT"}``.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ __all__ = [
     "HTTP_LISTENER_NAME",
     "ISR_CHANGE_NOTIFICATION_PATH",
     "ISR_CHANGE_NOTIFICATION_PREFIX",
+    "KAFKA_LISTENER_NAME",
     "LATEST_PRODUCER_ID_BLOCK_PATH",
     "PERSISTENT_ZK_PATHS",
     "PREFERRED_REPLICA_ELECTION_PATH",
@@ -152,6 +154,8 @@ PERSISTENT_ZK_PATHS: Final[tuple[str, ...]] = (
 
 HTTP_LISTENER_NAME: Final = "HTTP"
 HTTPS_LISTENER_NAME: Final = "HTTPS"
+# Kafka's binary protocol for clients (SASL_PLAINTEXT), beside the HTTP listener (ops/kafka/).
+KAFKA_LISTENER_NAME: Final = "KAFKA"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _SEQUENCE = re.compile(r"[0-9]{10}")
 _DECIMAL = re.compile(r"[0-9]+")
@@ -335,8 +339,10 @@ def http_broker_registration(
     rack: str | None = None,
     unclean_start: bool = False,
     tls: bool = False,
+    extra_endpoints: tuple[EndPoint, ...] = (),
 ) -> BrokerRegistration:
-    """A registration whose only listener is the broker's HTTP endpoint (HTTPS, SSL, with ``tls``)."""
+    """A registration whose first listener is the broker's HTTP endpoint (HTTPS, SSL, with ``tls``),
+    followed by ``extra_endpoints`` (the KAFKA listener, when the broker has one)."""
     endpoint = (
         EndPoint(listener_name=HTTPS_LISTENER_NAME, host=host, port=port, security_protocol="SSL")
         if tls
@@ -344,7 +350,7 @@ def http_broker_registration(
     )
     return BrokerRegistration(
         broker_id=_checked_id("broker_id", broker_id),
-        endpoints=(endpoint,),
+        endpoints=(endpoint, *extra_endpoints),
         timestamp_ms=timestamp_ms,
         rack=rack,
         unclean_start=unclean_start,
