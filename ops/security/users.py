@@ -2,7 +2,8 @@
 
 Who writes: ``actorlog users`` and ``actorlog cluster up`` (with ZooKeeper's own credentials when
 ``zookeeper.set.acl`` closes the tree). Who reads: every broker, when a client presents a user name
-and password (HTTP ``Authorization: Basic``) on the client endpoint or the JSON API.
+and password (HTTP ``Authorization: Basic``) on the client endpoint or the JSON API, or authenticates
+with SASL (SCRAM-SHA-256 or PLAIN) on the Kafka listener.
 
 Rules kept:
 * a credential read from ZooKeeper is used for ``refresh_ms`` (10 s) before it is read again, so a
@@ -10,6 +11,8 @@ Rules kept:
   client costs no ZooKeeper read per request; a password already checked against the same
   credential is not hashed again (PBKDF2 with 4096 iterations is the deliberate cost of a guess);
 * an unknown user and a wrong password are the same answer (False): the caller cannot tell which;
+* ``credential`` gives the stored keys themselves, under the same cache, to the SASL/SCRAM exchange
+  of the Kafka listener (``ops/security/sasl.py``), which proves the password without receiving it;
 * a ZooKeeper failure with nothing cached propagates (``CoordinationError``): "cannot check" is not
   "wrong password", and the endpoint answers it as unavailable, not as a refused credential.
 """
@@ -67,7 +70,7 @@ class UserStore:
     async def authenticate(self, name: str, password: str) -> bool:
         if not _USER_NAME.match(name):
             return False
-        credential = await self._credential(name)
+        credential = await self.credential(name)
         if credential is None:
             return False
         key = (name, hashlib.sha256(password.encode()).digest())
@@ -80,7 +83,11 @@ class UserStore:
         self._verified[key] = credential
         return True
 
-    async def _credential(self, name: str) -> ScramCredential | None:
+    async def credential(self, name: str) -> ScramCredential | None:
+        """The user's stored SCRAM-SHA-256 credential (None: no such user, or none readable), read
+        at most every ``refresh_ms``; the SCRAM exchange of the Kafka listener checks proofs with it."""
+        if not _USER_NAME.match(name):
+            return None
         now = self._clock.now_ms()
         cached = self._credentials.get(name)
         if cached is not None and now - cached[1] < self._refresh_ms:
