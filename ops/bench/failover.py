@@ -1,6 +1,6 @@
 """Failover benchmark (issue 6): unavailability after a hard kill and after a controlled shutdown.
 
-    python -m ops.bench.failover [--partitions 1,200] [--faults kill,shutdown]
+    python -m ops.bench.failover [--partitions 1,200] [--faults kill,shutdown] [--tls]
 
 For each (fault, partition count): a fresh cluster of three broker processes, a topic whose every
 partition is led by broker 1 (replicas ``[1, 2, 3]``, RF 3, ``min.insync.replicas=2``), and one
@@ -11,7 +11,8 @@ Kafka's controlled shutdown moves the leaderships first). Per partition: the tim
 to its first write acknowledged by the new leader (an acknowledgement after the partition state
 znode named another leader), and the longest pause between acknowledged writes around the fault
 (the unavailability a writer sees). Printed: p50, p99 and max over the partitions. Nothing is
-asserted.
+asserted. With ``--tls`` the brokers have HTTPS listeners (reconnecting after the fault costs a
+TLS handshake).
 """
 
 from __future__ import annotations
@@ -34,19 +35,25 @@ TOPIC = "bench-failover"
 VICTIM = 1
 
 
-async def run_case(fault: str, partitions: int, session_timeout_ms: int) -> tuple[list[float], list[float]]:
+async def run_case(
+    fault: str, partitions: int, session_timeout_ms: int, *, tls: bool = False
+) -> tuple[list[float], list[float]]:
     with tempfile.TemporaryDirectory(prefix="actorlog-bench-failover-") as base:
         cluster = LocalCluster(
             Path(base),
             brokers=3,
             base_port=0,
+            tls=tls,
             config={
                 "zookeeper.session.timeout.ms": str(session_timeout_ms),
                 "auto.leader.rebalance.enable": "false",
             },
         )
         async with cluster:
-            async with Admin(cluster.bootstrap_servers, secret=cluster.secret) as admin:
+            properties = cluster.client_properties_path  # the security protocol for every client
+            async with Admin(
+                cluster.bootstrap_servers, secret=cluster.secret, command_config=properties
+            ) as admin:
                 await admin.create_topic(
                     TOPIC,
                     replica_assignment={p: [VICTIM, 2 + p % 2, 3 - p % 2] for p in range(partitions)},
@@ -58,6 +65,7 @@ async def run_case(fault: str, partitions: int, session_timeout_ms: int) -> tupl
                 cluster.bootstrap_servers,
                 secret=cluster.secret,
                 config={"linger.ms": 0, "retry.backoff.ms": 20},
+                properties_file=properties,
             ) as producer:
 
                 async def writer(partition: int) -> None:
@@ -119,7 +127,7 @@ async def main_async(arguments: argparse.Namespace) -> int:
     )
     for fault in arguments.faults.split(","):
         for partitions in (int(p) for p in arguments.partitions.split(",")):
-            first, pauses = await run_case(fault, partitions, arguments.session_timeout_ms)
+            first, pauses = await run_case(fault, partitions, arguments.session_timeout_ms, tls=arguments.tls)
             name = "hard kill (SIGKILL)" if fault == "kill" else "controlled shutdown (SIGTERM)"
             label = f"{name:30} {partitions:4d} partition(s)"
             print(f"{label}, fault -> first ack by the new leader: {summary(first)}")
@@ -134,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", default="1,200")
     parser.add_argument("--faults", default="kill,shutdown")
     parser.add_argument("--session-timeout-ms", type=int, default=6_000)
+    parser.add_argument("--tls", action="store_true", help="HTTPS listeners")
     return asyncio.run(main_async(parser.parse_args(argv)))
 
 

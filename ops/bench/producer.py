@@ -3,13 +3,16 @@
     python -m ops.bench.producer [--records 200000] [--cases rf1-acks1,rf3-acks1,rf3-acksall]
                                  [--sizes 100,1024] [--partitions 3] [--linger-ms 5]
                                  [--batch-size 16384] [--producer-property KEY=VALUE ...]
-                                 [--bootstrap-server H:P --secret S]
+                                 [--tls | --bootstrap-server H:P --secret S]
 
 Without ``--bootstrap-server`` it starts its own cluster in a temporary directory: a ZooKeeper from
-the installed package and three broker processes (``ops.local.cluster``), topics
+the installed package and three broker processes (``ops.local.cluster``; with ``--tls`` HTTPS
+listeners and certificates as ``cluster up --tls`` makes them, the producer verifying them, so the
+figures with and without it are TLS's cost), topics
 ``bench-rf1`` (each partition on one broker) and ``bench-rf3`` (three replicas,
 ``min.insync.replicas=2``) created through the admin API. With one it uses those
-topics on that cluster (create them first).
+topics on that cluster (create them first; for an HTTPS one give ``--producer-property
+security.protocol=SSL --producer-property ssl.truststore.location=CA.pem``).
 
 Each case runs in this process: one ``Producer`` (idempotent for acks=all, the default; acks=1
 switches idempotence off) sending ``--records`` unkeyed records of the given size (the sticky
@@ -101,7 +104,9 @@ async def create_topics(cluster: LocalCluster, partitions: int) -> None:
     rf3 = {
         p: [brokers[(p + i) % len(brokers)] for i in range(min(3, len(brokers)))] for p in range(partitions)
     }
-    async with Admin(cluster.bootstrap_servers, secret=cluster.secret) as admin:
+    async with Admin(
+        cluster.bootstrap_servers, secret=cluster.secret, command_config=cluster.client_properties_path
+    ) as admin:
         await admin.create_topic("bench-rf1", replica_assignment=rf1)
         await admin.create_topic("bench-rf3", replica_assignment=rf3, configs={"min.insync.replicas": "2"})
 
@@ -117,6 +122,7 @@ async def run_case(
     records: int,
     args: argparse.Namespace,
     broker_pids: Sequence[int] = (),
+    properties_file: Path | None = None,
 ) -> Result:
     config: dict[str, object] = {
         "acks": case.acks,
@@ -129,7 +135,7 @@ async def run_case(
         config[key.strip()] = setting_value.strip()
     value = os.urandom(record_bytes)
     latencies: list[float] = []
-    async with Producer(bootstrap, secret=secret, config=config) as producer:
+    async with Producer(bootstrap, secret=secret, config=config, properties_file=properties_file) as producer:
         await _send(producer, case.topic, value, max(records // 10, 1000), latencies)
         latencies.clear()
         before = producer.statistics()
@@ -202,11 +208,11 @@ async def main_async(args: argparse.Namespace) -> int:
         ]
     else:
         with tempfile.TemporaryDirectory(prefix="actorlog-producer-bench-") as base:
-            async with LocalCluster(Path(base), brokers=args.brokers, base_port=0) as cluster:
+            async with LocalCluster(Path(base), brokers=args.brokers, base_port=0, tls=args.tls) as cluster:
                 await create_topics(cluster, args.partitions)
                 pids = [b.process.pid for b in cluster.processes.values() if b.process is not None]
-                bootstrap = cluster.bootstrap_servers
-                print(f"cluster: {args.brokers} brokers at {bootstrap}, {args.partitions} partitions")
+                listeners = ", ".join(broker.url for broker in cluster.processes.values())
+                print(f"cluster: {args.brokers} brokers at {listeners}, {args.partitions} partitions")
                 results = []
                 for case in cases:
                     for size in sizes:
@@ -218,6 +224,7 @@ async def main_async(args: argparse.Namespace) -> int:
                             _count(args, size),
                             args,
                             pids,
+                            cluster.client_properties_path,
                         )
                         print(result.line(), flush=True)
                         results.append(result)
@@ -245,9 +252,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--producer-property", action="append", default=[], metavar="KEY=VALUE", help="any producer key"
     )
+    parser.add_argument(
+        "--tls", action="store_true", help="the cluster it starts has HTTPS listeners (TLS's cost)"
+    )
     parser.add_argument("--bootstrap-server", default=None)
     parser.add_argument("--secret", default=os.environ.get("ACTORLOG_INTERNAL_AUTH_SECRET", ""))
-    return asyncio.run(main_async(parser.parse_args(argv)))
+    args = parser.parse_args(argv)
+    if args.tls and args.bootstrap_server:
+        parser.error(
+            "--tls is for the cluster this benchmark starts; for yours give --producer-property "
+            "security.protocol=SSL --producer-property ssl.truststore.location=CA.pem"
+        )
+    return asyncio.run(main_async(args))
 
 
 if __name__ == "__main__":

@@ -1,10 +1,11 @@
 """Replication benchmark (issue 5): replicated produce throughput and idle acks=all latency.
 
-    python -m ops.bench.replication [--records 200000] [--sizes 100,1024] [--partitions 9]
+    python -m ops.bench.replication [--records 200000] [--sizes 100,1024] [--partitions 9] [--tls]
 
-Three broker processes and a ZooKeeper (``ops.local.cluster``), a topic with RF 3 and
-``min.insync.replicas=2`` whose partitions spread over the three leaders, so each produce request
-carries several 16 KiB batches (one per partition led by that broker):
+Three broker processes and a ZooKeeper (``ops.local.cluster``; with ``--tls`` HTTPS listeners, so
+replication and the producer run over TLS and the figures with and without it are its cost), a
+topic with RF 3 and ``min.insync.replicas=2`` whose partitions spread over the three leaders, so
+each produce request carries several 16 KiB batches (one per partition led by that broker):
 
 * throughput: ``ops.cli.perf.run_producer_perf`` (what ``actorlog perf produce`` runs) with acks=all,
   ``batch.size=16384``, ``linger.ms=5``, idempotent — records/s and MB/s for each size;
@@ -31,9 +32,11 @@ from ops.local.cluster import LocalCluster
 TOPIC = "bench-replicated"
 
 
-async def idle_latency(bootstrap: str, secret: str, count: int) -> list[float]:
+async def idle_latency(bootstrap: str, secret: str, count: int, properties_file: Path) -> list[float]:
     latencies: list[float] = []
-    async with Producer(bootstrap, secret=secret, config={"linger.ms": 0}) as producer:
+    async with Producer(
+        bootstrap, secret=secret, config={"linger.ms": 0}, properties_file=properties_file
+    ) as producer:
         for number in range(count + 100):
             started = time.perf_counter()
             await producer.send(TOPIC, os.urandom(100), partition=number % 3)
@@ -49,16 +52,23 @@ def percentile(values: list[float], p: float) -> float:
 
 async def main_async(arguments: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="actorlog-bench-replication-") as base:
-        async with LocalCluster(Path(base), brokers=3, base_port=0) as cluster:
-            async with Admin(cluster.bootstrap_servers, secret=cluster.secret) as admin:
+        async with LocalCluster(Path(base), brokers=3, base_port=0, tls=arguments.tls) as cluster:
+            # The cluster's client.properties says the security protocol (and truststore) to every
+            # client; the credential is the broker identity's.
+            properties = cluster.client_properties_path
+            async with Admin(
+                cluster.bootstrap_servers, secret=cluster.secret, command_config=properties
+            ) as admin:
                 await admin.create_topic(
                     TOPIC,
                     num_partitions=arguments.partitions,
                     replication_factor=3,
                     configs={"min.insync.replicas": "2"},
                 )
+            listeners = ", ".join(b.url for b in cluster.processes.values())
             print(
-                f"cluster: 3 broker processes, topic {TOPIC}: {arguments.partitions} partitions, RF 3, "
+                f"cluster: 3 broker processes at {listeners}, topic {TOPIC}: "
+                f"{arguments.partitions} partitions, RF 3, "
                 "min.insync.replicas 2; producer acks=all, idempotent, batch.size 16384, linger.ms 5"
             )
             for size in (int(s) for s in arguments.sizes.split(",")):
@@ -73,14 +83,16 @@ async def main_async(arguments: argparse.Namespace) -> int:
                 await run_producer_perf(
                     topic=TOPIC, num_records=records // 10, record_size=size, throughput=-1,
                     producer_config=config, secret=cluster.secret, print_line=lambda _line: None,
+                    properties_file=str(properties),
                 )  # fmt: skip
                 stats = await run_producer_perf(
                     topic=TOPIC, num_records=records, record_size=size, throughput=-1,
                     producer_config=config, secret=cluster.secret, print_line=lambda _line: None,
+                    properties_file=str(properties),
                 )  # fmt: skip
                 print(f"throughput, {size} B records: {stats.final_line(stats.finished_ns)}")
             latencies = await idle_latency(
-                cluster.bootstrap_servers, cluster.secret, arguments.latency_records
+                cluster.bootstrap_servers, cluster.secret, arguments.latency_records, properties
             )
             print(
                 f"idle acks=all latency over {len(latencies)} sequential records: "
@@ -98,6 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", default="100,1024")
     parser.add_argument("--partitions", type=int, default=9)
     parser.add_argument("--latency-records", type=int, default=2_000)
+    parser.add_argument("--tls", action="store_true", help="HTTPS listeners (TLS's cost)")
     return asyncio.run(main_async(parser.parse_args(argv)))
 
 

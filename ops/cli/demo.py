@@ -1,6 +1,8 @@
 """``actorlog demo``: the main job, end to end, on the embedded default. It ends by itself.
 
-1. a local cluster (3 brokers, its own ZooKeeper) and a metric-snapshot exporter;
+1. a local cluster (3 brokers, its own ZooKeeper; with ``--tls`` HTTPS listeners, certificates
+   made as ``cluster up --tls`` makes them, and every client verifying them) and a metric-snapshot
+   exporter;
 2. a topic (3 partitions, RF 3, min.insync.replicas 2) and steady idempotent acks=all traffic;
 3. a follower is stalled (SIGSTOP): its partitions' ISRs shrink after ``replica.lag.time.max.ms``;
    it is resumed (SIGCONT): it catches up and the ISRs expand;
@@ -26,6 +28,7 @@ import logging
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 from collections import defaultdict
@@ -151,6 +154,8 @@ class ClusterMetrics:
 
     cluster: LocalCluster
     initial_elections: float = 0
+    # The cluster's CA with --tls; True: aiohttp's default (plain http:// brokers never use it).
+    verify: ssl.SSLContext | bool = True
     _last: dict[tuple[int, str], float] = field(default_factory=dict)
     _before_restarts: dict[tuple[int, str], float] = field(default_factory=lambda: defaultdict(float))
 
@@ -161,7 +166,7 @@ class ClusterMetrics:
                 if not broker.running or broker.paused:
                     continue  # a stalled or dead broker answers nothing: its counters keep their last value
                 try:
-                    async with session.get(f"{broker.url}/metrics") as response:
+                    async with session.get(f"{broker.url}/metrics", ssl=self.verify) as response:
                         text = await response.text()
                 except (aiohttp.ClientError, TimeoutError):
                     continue
@@ -257,7 +262,7 @@ class Traffic:
 # ------------------------------------------------------------------------------------ the run
 
 
-async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
+async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool, tls: bool = False) -> int:
     clock = LoopClock()
     timeline = Timeline(clock, clock.now_ms())
     cluster = LocalCluster(
@@ -265,6 +270,7 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
         brokers=3,
         base_port=0,
         prometheus=prometheus,
+        tls=tls,
         config={
             "replica.lag.time.max.ms": str(LAG_MS),
             "zookeeper.session.timeout.ms": str(SESSION_MS),
@@ -273,19 +279,24 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
         },
     )
     async with cluster:
-        metrics = ClusterMetrics(cluster)
+        metrics = ClusterMetrics(cluster, verify=cluster.ssl_context or True)
+        # Passed to every client even with the broker identity as the credential: it says the
+        # security protocol (and the truststore), so no client reads another directory's.
+        client_properties = cluster.client_properties_path
         controller = await cluster.controller_id()
         details = [f"broker {b.broker_id}: {b.url}" for b in cluster.processes.values()]
         details.append(f"controller: broker {controller}; ZooKeeper {cluster.zookeeper_connect}")
         if cluster.prometheus_url:
             details.append(f"Prometheus: {cluster.prometheus_url}")
-        timeline.add("cluster up (3 brokers, ZooKeeper)", details)
+        timeline.add(f"cluster up (3 brokers{', HTTPS' if tls else ''}, ZooKeeper)", details)
 
         stop_export = asyncio.Event()
         unreachable: dict[int, int] = defaultdict(int)
         export = asyncio.ensure_future(_export(cluster, data_dir / "snapshots", stop_export, unreachable))
         before_topic = await metrics.scrape()
-        async with Admin(cluster.bootstrap_servers, secret=cluster.secret) as admin:
+        async with Admin(
+            cluster.bootstrap_servers, secret=cluster.secret, command_config=client_properties
+        ) as admin:
             await admin.create_topic(TOPIC, num_partitions=PARTITIONS, replication_factor=3)
             descriptions = await admin.describe_topics([TOPIC])
         created = await metrics.settled(lambda m: m.leader_elections > before_topic.leader_elections)
@@ -297,7 +308,9 @@ async def run_demo(data_dir: Path, *, prometheus: bool, rollup: bool) -> int:
                 for p in descriptions[0].partitions
             ],
         )
-        async with Producer(cluster.bootstrap_servers, secret=cluster.secret) as producer:
+        async with Producer(
+            cluster.bootstrap_servers, secret=cluster.secret, properties_file=client_properties
+        ) as producer:
             traffic = Traffic(producer, clock)
             driving = asyncio.ensure_future(traffic.run())
             await _pause(clock, 5_000)
@@ -372,6 +385,7 @@ async def _export(cluster: LocalCluster, out: Path, stop: asyncio.Event, unreach
         interval_ms=2_000,
         scrape_timeout_s=1.0,
         secret=cluster.secret,
+        ssl_context=cluster.ssl_context,
     )
 
     def count_failures(result: RoundResult) -> None:
@@ -481,7 +495,10 @@ async def _read_back(cluster: LocalCluster, traffic: Traffic) -> tuple[int, int,
     """(acknowledged records missing, values seen twice, records read)."""
     lost = duplicates = read = 0
     async with Consumer(
-        cluster.bootstrap_servers, secret=cluster.secret, config={"auto.offset.reset": "earliest"}
+        cluster.bootstrap_servers,
+        secret=cluster.secret,
+        config={"auto.offset.reset": "earliest"},
+        config_file=cluster.client_properties_path,
     ) as consumer:
         partitions = await consumer.partitions_for(TOPIC)
         ends = await consumer.end_offsets(partitions)
@@ -537,6 +554,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--prometheus", action="store_true", help="also run Prometheus against the cluster")
     parser.add_argument("--no-rollup", action="store_true", help="skip the PySpark rollup at the end")
+    parser.add_argument(
+        "--tls",
+        action="store_true",
+        help="HTTPS listeners (certificates made in DATA_DIR/tls/ with openssl); every client verifies them",
+    )
     arguments = parser.parse_args(argv)
     data_dir: Path = arguments.data_dir.resolve()
     if data_dir.exists() and any(data_dir.iterdir()):
@@ -548,7 +570,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return asyncio.run(
             _with_interrupt(
-                run_demo(data_dir, prometheus=arguments.prometheus, rollup=not arguments.no_rollup)
+                run_demo(
+                    data_dir,
+                    prometheus=arguments.prometheus,
+                    rollup=not arguments.no_rollup,
+                    tls=arguments.tls,
+                )
             )
         )
     except (ConfigError, ZooKeeperNotInstalledError, ZooKeeperStartError) as error:
