@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from types import TracebackType
+from typing import NamedTuple
 
 from actors.clients.consumer.config import ConsumerConfig, ConsumerConfigError
 from actors.clients.consumer.consumer import (
@@ -35,9 +36,11 @@ from actors.clients.consumer.state import ConsumerRecord
 from actors.common.errors import ErrorCode, KafkaError
 from actors.common.names import CONSUMER_ACTOR_NAME, broker_ref
 from actors.common.protocol import (
+    CONSUMER_REPLICA_ID,
     EARLIEST_TIMESTAMP,
     LATEST_TIMESTAMP,
     ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataRequest,
@@ -55,7 +58,20 @@ from ops.clients.connection import (
 from ops.properties import ConfigError
 from runtime.ref import ActorRef
 
-__all__ = ["Consumer", "ConsumerRecord"]
+__all__ = ["Consumer", "ConsumerRecord", "OffsetAndTimestamp"]
+
+# ListOffsets' answer when no record has a timestamp at or after the one asked for.
+UNKNOWN_OFFSET = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """What ``offsets_for_times`` finds for a partition (kafka-python's ``OffsetAndTimestamp``, Kafka's
+    ``org.apache.kafka.clients.consumer.OffsetAndTimestamp``): the offset, the record's timestamp and
+    the leader epoch of its batch (-1 when it has none)."""
+
+    offset: int
+    timestamp: int
+    leader_epoch: int
 
 
 class Consumer:
@@ -168,12 +184,45 @@ class Consumer:
         """The high watermark of each partition (what a consumer can read up to)."""
         return await self._list_offsets(partitions, LATEST_TIMESTAMP)
 
+    async def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first offset whose record has a timestamp >= the one given (ms
+        since the epoch), with that record's timestamp and leader epoch; None when no record below
+        the high watermark has one (kafka-python's and Kafka's ``offsetsForTimes``; the broker's
+        rule is docs/log.md §11). The partitions need not be assigned and positions do not move.
+        ``ValueError`` for a negative timestamp, ``KafkaError`` for a partition the leader could
+        not answer."""
+        wanted: dict[TopicPartition, int] = {}
+        for tp, timestamp in timestamps.items():
+            if timestamp < 0:
+                raise ValueError(
+                    f"The target time for partition {tp} is {timestamp}. The target time cannot be negative."
+                )
+            wanted[tp] = int(timestamp)
+        answers = await self._list_offsets_for(wanted)
+        return {
+            tp: None
+            if answer.offset == UNKNOWN_OFFSET
+            else OffsetAndTimestamp(answer.offset, answer.timestamp, answer.leader_epoch)
+            for tp, answer in answers.items()
+        }
+
     async def _list_offsets(
         self, partitions: Iterable[TopicPartition], timestamp: int
     ) -> dict[TopicPartition, int]:
-        wanted = list(partitions)
+        answers = await self._list_offsets_for(dict.fromkeys(partitions, timestamp))
+        return {tp: answer.offset for tp, answer in answers.items()}
+
+    async def _list_offsets_for(
+        self, timestamps: Mapping[TopicPartition, int]
+    ) -> dict[TopicPartition, ListOffsetsPartitionResponse]:
+        """ListOffsets at each partition's leader, one request per leader, as a consumer (replica
+        id -1); an error in any answer raises ``KafkaError``."""
+        if not timestamps:
+            return {}
         metadata = await self._ask_any(
-            MetadataRequest(topics=tuple(dict.fromkeys(tp.topic for tp in wanted)))
+            MetadataRequest(topics=tuple(dict.fromkeys(tp.topic for tp in timestamps)))
         )
         assert isinstance(metadata, MetadataResponse)
         self._node.learn(metadata.brokers)
@@ -184,18 +233,18 @@ class Consumer:
             if p.leader >= 0
         }
         by_leader: dict[int, list[TopicPartition]] = {}
-        for tp in wanted:
+        for tp in timestamps:
             if tp not in leaders:
                 raise KafkaError(ErrorCode.LEADER_NOT_AVAILABLE, f"{tp} has no leader (or does not exist)")
             by_leader.setdefault(leaders[tp], []).append(tp)
-        offsets: dict[TopicPartition, int] = {}
+        answers: dict[TopicPartition, ListOffsetsPartitionResponse] = {}
         for leader, tps in by_leader.items():
             response = await self._node.system.ask(
                 broker_ref(leader),
                 ListOffsetsRequest(
-                    replica_id=-1,
+                    replica_id=CONSUMER_REPLICA_ID,
                     partitions=tuple(
-                        ListOffsetsPartition(topic=tp.topic, partition=tp.partition, timestamp=timestamp)
+                        ListOffsetsPartition(topic=tp.topic, partition=tp.partition, timestamp=timestamps[tp])
                         for tp in tps
                     ),
                 ),
@@ -205,8 +254,8 @@ class Consumer:
             for answer in response.partitions:
                 if answer.error_code is not ErrorCode.NONE:
                     raise KafkaError(answer.error_code, f"{answer.tp}: {answer.error_code.name}")
-                offsets[answer.tp] = answer.offset
-        return offsets
+                answers[answer.tp] = answer
+        return {tp: answers[tp] for tp in timestamps}
 
     async def _ask_any(self, message: object) -> object:
         return await self._node.ask_first(

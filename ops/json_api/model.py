@@ -52,6 +52,7 @@ from actors.clients.producer.partitioner import keyed_partition
 from actors.clients.producer.protocol import RecordMetadata
 from actors.common.errors import ErrorCode
 from actors.common.protocol import (
+    ListOffsetsPartitionResponse,
     MetadataResponse,
     PartitionMetadata,
     ProducePartitionResponse,
@@ -81,8 +82,10 @@ __all__ = [
     "cluster_body",
     "decode_fetched_records",
     "error_body",
+    "offsets_body",
     "outcome_of_delivery",
     "outcomes_of_batch",
+    "parse_offsets_query",
     "parse_partition",
     "parse_produce_body",
     "parse_read_query",
@@ -238,6 +241,45 @@ def parse_read_query(query: Mapping[str, str]) -> ReadQuery:
         timeout_ms=_query_int(query, "timeout_ms", 0, 0, MAX_READ_TIMEOUT_MS),
         format=Format.parse(query.get("format", "json"), "query parameter format"),
     )
+
+
+_OFFSETS_PARAMETERS: Final = ("timestamp",)
+
+
+def parse_offsets_query(query: Mapping[str, str]) -> int | None:
+    """``GET .../offsets``: the optional ``timestamp`` (ms since the epoch, >= 0) to find the first
+    offset of (Kafka's ``offsetsForTimes``, docs/log.md §11); None when not asked."""
+    reject_query(query, _OFFSETS_PARAMETERS)
+    return _query_int(query, "timestamp", None, 0, _MAX_INT64) if "timestamp" in query else None
+
+
+def offsets_body(
+    topic: str,
+    partition: int,
+    log_start_offset: int,
+    high_watermark: int,
+    for_timestamp: ListOffsetsPartitionResponse | None = None,
+) -> dict[str, Any]:
+    """The offsets endpoint's answer; with ``for_timestamp`` (the leader's answer to a timestamp)
+    ``offset_for_timestamp`` too: the found record's offset, timestamp and leader epoch, or null
+    when no record below the high watermark has a timestamp at or after the one asked for."""
+    body: dict[str, Any] = {
+        "topic": topic,
+        "partition": partition,
+        "log_start_offset": log_start_offset,
+        "high_watermark": high_watermark,
+    }
+    if for_timestamp is not None:
+        body["offset_for_timestamp"] = (
+            None
+            if for_timestamp.offset < 0
+            else {
+                "offset": for_timestamp.offset,
+                "timestamp": for_timestamp.timestamp,
+                "leader_epoch": for_timestamp.leader_epoch,
+            }
+        )
+    return body
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,7 +8,8 @@ the broker identity's ``Bearer <internal.auth.secret>``: ``ops/security/authenti
     GET  /v1/state-changes?since=&incarnation=&limit=           this broker's ISR state-change events
     GET  /v1/topics                                             topic names
     GET  /v1/topics/{topic}                                     partitions: leader, epoch, replicas, ISR
-    GET  /v1/topics/{topic}/partitions/{partition}/offsets      log start offset and high watermark
+    GET  /v1/topics/{topic}/partitions/{partition}/offsets      log start offset, high watermark,
+                                                                ?timestamp=: offsetsForTimes
     POST /v1/topics/{topic}/records                             produce (partition chosen per record)
     POST /v1/topics/{topic}/partitions/{partition}/records      produce to one partition
     GET  /v1/topics/{topic}/partitions/{partition}/records      read from an offset, below the HW
@@ -78,6 +79,7 @@ from actors.common.protocol import (
     FetchRequest,
     FetchResponse,
     ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     MetadataRequest,
@@ -101,8 +103,10 @@ from ops.json_api.model import (
     cluster_body,
     decode_fetched_records,
     error_body,
+    offsets_body,
     outcome_of_delivery,
     outcomes_of_batch,
+    parse_offsets_query,
     parse_partition,
     parse_produce_body,
     parse_read_query,
@@ -389,12 +393,15 @@ class JsonApi:
     async def _offsets(self, request: web.Request, node: BrokerNode) -> web.Response:
         topic = parse_topic(request.match_info["topic"])
         partition = parse_partition(request.match_info["partition"])
-        reject_query(request.query)
+        for_timestamp = parse_offsets_query(request.query)
         timeout_ms = node.config.request_timeout_ms
+        timestamps: tuple[int, ...] = (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP)
+        if for_timestamp is not None:
+            timestamps = (*timestamps, for_timestamp)
 
-        async def list_offsets(leader: PartitionMetadata) -> tuple[int, int]:
-            found: list[int] = []
-            for timestamp in (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP):
+        async def list_offsets(leader: PartitionMetadata) -> list[ListOffsetsPartitionResponse]:
+            found: list[ListOffsetsPartitionResponse] = []
+            for timestamp in timestamps:
                 wanted = ListOffsetsPartition(
                     topic=topic, partition=partition, timestamp=timestamp,
                     current_leader_epoch=leader.leader_epoch,
@@ -410,21 +417,20 @@ class JsonApi:
                         result.error_code,
                         f"{topic}-{partition} at broker {leader.leader}: {result.error_code.name}",
                     )
-                found.append(result.offset)
-            return found[0], found[1]
+                found.append(result)
+            return found
 
         deadline_ms = node.system.clock.now_ms() + timeout_ms
-        log_start_offset, high_watermark = await self._at_leader(
-            node, topic, partition, list_offsets, deadline_ms=deadline_ms
-        )
+        found = await self._at_leader(node, topic, partition, list_offsets, deadline_ms=deadline_ms)
         return _json(
             200,
-            {
-                "topic": topic,
-                "partition": partition,
-                "log_start_offset": log_start_offset,
-                "high_watermark": high_watermark,
-            },
+            offsets_body(
+                topic,
+                partition,
+                found[0].offset,
+                found[1].offset,
+                found[2] if for_timestamp is not None else None,
+            ),
         )
 
     # ----------------------------------------------------------------------------------- read

@@ -112,6 +112,22 @@ _SCHEMAS: Final[dict[str, Schema]] = {
             "partition": _integer("Partition number.", 0),
             "log_start_offset": _integer("The first offset still in the log.", 0),
             "high_watermark": _integer("One past the last committed offset: reads stop here.", 0),
+            "offset_for_timestamp": {
+                "anyOf": [_ref("OffsetAndTimestamp"), {"type": "null"}],
+                "description": "Only with the timestamp parameter: the first record below the high "
+                "watermark whose timestamp is at or after it, or null when there is none.",
+            },
+        },
+        required=["topic", "partition", "log_start_offset", "high_watermark"],
+    ),
+    "OffsetAndTimestamp": _object(
+        {
+            "offset": _integer("The first offset whose record's timestamp is >= the one asked for.", 0),
+            "timestamp": _integer(
+                "That record's timestamp (ms since the epoch; with message.timestamp.type "
+                "LogAppendTime, when the leader appended it)."
+            ),
+            "leader_epoch": _integer("The leader epoch of its batch (-1: none)."),
         }
     ),
     "StateChanges": _object(
@@ -492,7 +508,16 @@ def _document() -> dict[str, Any]:
                 "parameters": [_TOPIC, _PARTITION],
                 "get": {
                     "summary": "A partition's log start offset and high watermark, from its leader",
+                    "description": "With timestamp, also the first offset whose record has a "
+                    "timestamp at or after it (Kafka's offsetsForTimes; docs/log.md §11).",
                     "operationId": "getPartitionOffsets",
+                    "parameters": [
+                        _query(
+                            "timestamp",
+                            "Milliseconds since the epoch: find the first record at or after it.",
+                            {"type": "integer", "minimum": 0, "maximum": 2**63 - 1},
+                        )
+                    ],
                     "responses": {
                         "200": _response("The offsets.", _ref("Offsets")),
                         **_errors(400, 404, *_COMMON_ERRORS),

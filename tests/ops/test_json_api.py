@@ -428,6 +428,31 @@ async def test_reads_page_through_the_log_and_stop_at_the_high_watermark(api: Ap
     assert offsets.body == {"topic": ORDERS, "partition": 0, "log_start_offset": 0, "high_watermark": 5}
 
 
+async def test_offsets_for_a_timestamp_name_the_first_record_at_or_after_it(api: Api) -> None:
+    """docs/log.md §11: the first record in offset order whose timestamp reaches the one asked
+    for (timestamps need not grow with offsets), with that record's timestamp and leader epoch."""
+    base = 1_600_000_000_000
+    sent = [{"value": n, "partition": 0, "timestamp": base + ts} for n, ts in enumerate((100, 50, 300, 200))]
+    assert (await api.produce(ORDERS, sent)).status == 200
+    epoch = (await api.call("GET", f"/v1/topics/{ORDERS}")).body["partitions"][0]["leader_epoch"]
+    path = f"/v1/topics/{ORDERS}/partitions/0/offsets"
+
+    async def for_timestamp(timestamp: int) -> Any:
+        answer = await api.call("GET", f"{path}?timestamp={timestamp}")
+        assert answer.status == 200
+        assert {k: answer.body[k] for k in ("log_start_offset", "high_watermark")} == {
+            "log_start_offset": 0,
+            "high_watermark": 4,
+        }
+        return answer.body["offset_for_timestamp"]
+
+    assert await for_timestamp(base + 60) == {"offset": 0, "timestamp": base + 100, "leader_epoch": epoch}
+    assert await for_timestamp(base + 250) == {"offset": 2, "timestamp": base + 300, "leader_epoch": epoch}
+    assert await for_timestamp(0) == {"offset": 0, "timestamp": base + 100, "leader_epoch": epoch}
+    assert await for_timestamp(base + 301) is None
+    assert "offset_for_timestamp" not in (await api.call("GET", path)).body
+
+
 async def test_a_long_poll_waits_for_records_or_its_timeout(api: Api) -> None:
     empty = await api.eventually(api.read(ORDERS, 1, 0, timeout_ms=2_000))
     assert (empty.status, empty.body["records"]) == (200, [])
@@ -659,6 +684,25 @@ MALFORMED: list[tuple[str, str, Any, str, int, str]] = [
     ("GET", "/v1/topics/missing/partitions/0/records?offset=0", None, "", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
     ("GET", "/v1/topics/orders/partitions/1.5/offsets", None, "", 400, "INVALID_REQUEST"),
     ("GET", "/v1/topics/orders/partitions/5/offsets", None, "", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
+    ("GET", "/v1/topics/orders/partitions/0/offsets?timestamp=-1", None, "", 400, "INVALID_REQUEST"),
+    ("GET", "/v1/topics/orders/partitions/0/offsets?timestamp=now", None, "", 400, "INVALID_REQUEST"),
+    (
+        "GET",
+        "/v1/topics/orders/partitions/0/offsets?timestamp=9223372036854775808",
+        None,
+        "",
+        400,
+        "INVALID_REQUEST",
+    ),
+    (
+        "GET",
+        "/v1/topics/orders/partitions/0/offsets?timestamp=1&timestamp=2",
+        None,
+        "",
+        400,
+        "INVALID_REQUEST",
+    ),
+    ("GET", "/v1/topics/orders/partitions/0/offsets?time=1", None, "", 400, "INVALID_REQUEST"),
     ("GET", "/v1/topics/missing", None, "", 404, "UNKNOWN_TOPIC_OR_PARTITION"),
     ("GET", "/v1/topics/a*b", None, "", 400, "INVALID_TOPIC_EXCEPTION"),
     ("GET", "/v1/topics/%C3%A9", None, "", 400, "INVALID_TOPIC_EXCEPTION"),
