@@ -60,8 +60,11 @@ type: venv
 	$(BIN)/mypy
 
 # The 25 slowest tests are listed at the end: where the 15-minute budget of `make test` goes.
+# Two workers (pytest-xdist), one test file each at a time (module fixtures such as a shared
+# three-broker cluster start once): most process tests wait on real time, not on the CPU.
+TEST_WORKERS ?= 2
 test: setup lint type
-	$(REQUIRE) $(BIN)/pytest -m "not slow" --durations=25 $(PYTEST_ARGS)
+	$(REQUIRE) $(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 check: test
 
