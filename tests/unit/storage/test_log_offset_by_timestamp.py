@@ -12,6 +12,7 @@ import pytest
 from runtime.storage.compression import CompressionType
 from runtime.storage.config import LogConfig
 from runtime.storage.fs import MemoryFileSystem
+from runtime.storage.index import TimeIndex
 from runtime.storage.log import Log, TimestampAndOffset
 from runtime.storage.record_builder import SimpleRecord, build_batch
 from runtime.storage.records import NO_TIMESTAMP, TimestampType, iterate_batches
@@ -73,6 +74,20 @@ def search_starts(segment: LogSegment, monkeypatch: pytest.MonkeyPatch) -> list[
 
     monkeypatch.setattr(segment, "iterate_headers", spy)
     return starts
+
+
+def test_the_time_index_lookup_is_the_last_entry_at_or_below_the_target() -> None:
+    fs = MemoryFileSystem()
+    fs.make_dirs("/i")
+    index = TimeIndex.create(fs, "/i/00000000000000000100.timeindex", 100, 1_200)
+    assert index.lookup(T) == (NO_TIMESTAMP, 100)  # empty: the segment's base offset
+    index.maybe_append(T + 10, 103)
+    index.maybe_append(T + 20, 107)
+    assert index.lookup(T + 9) == (NO_TIMESTAMP, 100)
+    assert index.lookup(T + 10) == (T + 10, 103)
+    assert index.lookup(T + 19) == (T + 10, 103)
+    assert index.lookup(T + 20) == (T + 20, 107)
+    assert index.lookup(T + 99) == (T + 20, 107)
 
 
 # ------------------------------------------------------------------------------------- the rule
