@@ -3,7 +3,9 @@
 What it owns: locating ``k8s/`` (overlays, components), rendering a kustomization with
 ``kubectl kustomize``, selecting rendered objects, matching label selectors, and reproducing what
 Kubernetes hands a container: its environment (plain values with ``$(VAR)`` expansion, downward-API
-``fieldRef``s, Secret and ConfigMap keys) and its expanded command line. No network, no cluster.
+``fieldRef``s, Secret and ConfigMap keys), its expanded command line, and its volumes laid out as
+local files (``PodFiles``: ConfigMaps, Secrets, emptyDirs at the paths the container sees). No
+network, no cluster.
 """
 
 from __future__ import annotations
@@ -12,7 +14,7 @@ import base64
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -202,3 +204,89 @@ def walk(value: Any) -> Iterator[Doc]:
     elif isinstance(value, list):
         for item in value:
             yield from walk(item)
+
+
+SecretData = Mapping[str, bytes]
+
+
+@dataclass(frozen=True, slots=True)
+class PodFiles:
+    """A pod's volumes laid out under a local directory: where each container's mount paths are here.
+
+    ConfigMap and Secret volumes hold their keys (or the ``items`` they select) as files; emptyDir and
+    PersistentVolumeClaim volumes start empty and are shared by the pod's containers, as in a pod."""
+
+    root: Path
+    mounts: Mapping[str, tuple[tuple[str, Path], ...]]  # container -> (mount path, local dir), deepest first
+
+    def local(self, container: str, path: str) -> Path:
+        """Where a path the container sees is here (AssertionError when no volume is mounted there)."""
+        for mount_path, directory in self.mounts[container]:
+            prefix = mount_path.rstrip("/") + "/"
+            if path.startswith(prefix):
+                return directory / path.removeprefix(prefix)
+        raise AssertionError(f"{container}: {path} is on no mounted volume")
+
+    def localize(self, container: str, value: str) -> str:
+        """``value`` with a path on a mounted volume replaced by its local path; others unchanged."""
+        for mount_path, directory in self.mounts[container]:
+            prefix = mount_path.rstrip("/") + "/"
+            if value.startswith(prefix):
+                return str(directory / value.removeprefix(prefix))
+        return value
+
+
+def _volume_items(volume: Doc, data: Mapping[str, bytes]) -> dict[str, bytes]:
+    source = volume.get("secret") or volume.get("configMap") or {}
+    if "items" not in source:
+        return dict(data)
+    selected = {}
+    for item in source["items"]:
+        assert item["key"] in data, f"volume {volume['name']}: no key {item['key']}"
+        selected[item["path"]] = data[item["key"]]
+    return selected
+
+
+def pod_files(workload: Doc, docs: list[Doc], root: Path, secret: Callable[[str], SecretData]) -> PodFiles:
+    """Lay out the volumes of ``workload``'s pod under ``root`` (a StatefulSet's volume claim
+    templates as empty volumes); ``secret(name)`` is a Secret's data."""
+    pod_spec = pod_template(workload)["spec"]
+    directories: dict[str, Path] = {}
+    for claim in workload["spec"].get("volumeClaimTemplates", []):
+        directories[claim["metadata"]["name"]] = root / claim["metadata"]["name"]
+        directories[claim["metadata"]["name"]].mkdir(parents=True)
+    for volume in pod_spec.get("volumes", []):
+        directory = root / volume["name"]
+        directory.mkdir(parents=True)
+        directories[volume["name"]] = directory
+        if "configMap" in volume:
+            config_map = named(docs, "ConfigMap", volume["configMap"]["name"])
+            data = {key: str(value).encode() for key, value in config_map.get("data", {}).items()}
+        elif "secret" in volume:
+            data = dict(secret(volume["secret"]["secretName"]))
+        else:
+            assert {"emptyDir", "persistentVolumeClaim"} & set(volume), (
+                f"volume {volume['name']} not reproduced"
+            )
+            data = {}
+        for name, content in _volume_items(volume, data).items():
+            (directory / name).parent.mkdir(parents=True, exist_ok=True)
+            (directory / name).write_bytes(content)
+    mounts = {}
+    for container in all_containers(pod_spec):
+        entries = []
+        for mount in container.get("volumeMounts", []):
+            assert "subPath" not in mount, "subPath mounts are not reproduced"
+            entries.append((mount["mountPath"], directories[mount["name"]]))
+        mounts[container["name"]] = tuple(sorted(entries, key=lambda entry: -len(entry[0])))
+    return PodFiles(root, mounts)
+
+
+def rendered_secret(docs: list[Doc], name: str) -> SecretData | None:
+    """A rendered Secret's data (base64 ``data`` and plain ``stringData``), or None."""
+    for secret in of_kind(docs, "Secret"):
+        if secret["metadata"]["name"] == name:
+            data = {key: base64.b64decode(value) for key, value in secret.get("data", {}).items()}
+            data.update({key: str(value).encode() for key, value in secret.get("stringData", {}).items()})
+            return data
+    return None

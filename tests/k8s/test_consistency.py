@@ -3,18 +3,23 @@
 Every rendered overlay is checked. Broker configuration goes through the real loader
 (``ops.config.load_broker_settings``) with the ConfigMap's file, the pod's environment as the
 kubelet builds it (downward API, Secrets, ``$(VAR)`` expansion) and the container's own
-``--override`` flags, once per pod ordinal: a key the broker does not know fails. Every container
-command that is ``actorlog ...`` (and the SparkApplication's main file and arguments) is parsed by
-that subcommand's own argparse parser (intercepted before the command runs). Probe and scrape paths
-must be routes the broker serves. Selectors must select what they are meant to. The grace period
-must cover the controlled-shutdown worst case computed from the effective configuration.
+``--override`` flags, once per pod ordinal, with the files on its volumes where its paths point
+(Secrets the user creates as stand-ins, cert-manager's as the ``issued`` fixture writes them): a
+key the broker does not know fails. Every container command that is ``actorlog ...`` (and the
+SparkApplication's main file and arguments) is parsed by that subcommand's own argparse parser
+(intercepted before the command runs). Probe and scrape paths must be routes the broker serves, in
+its listener's scheme. Selectors must select what they are meant to. The grace period must cover
+the controlled-shutdown worst case computed from the effective configuration. Only broker pods
+hold the broker identity.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
-from collections.abc import Iterator
+import re
+import tempfile
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -28,9 +33,10 @@ from ops.cli.main import COMMANDS
 from ops.clients.connection import SECRET_ENV
 from ops.config import BrokerSettings, load_broker_settings
 from ops.properties import ConfigError
+from ops.snapshots import parse_bootstrap_servers
 from runtime.metrics import NodeMetrics
 from tests.k8s import dockerfile, manifests
-from tests.k8s.manifests import POD_INDEX_LABEL, Doc, PodIdentity
+from tests.k8s.manifests import POD_INDEX_LABEL, Doc, PodIdentity, SecretData
 
 pytestmark = pytest.mark.k8s
 
@@ -38,10 +44,13 @@ pytestmark = pytest.mark.k8s
 EXTERNAL_SECRETS = {
     ("actorlog-internal-auth", "internal.auth.secret"): "x" * 32,
     ("actorlog-zookeeper-digest", "zookeeper.digest.password"): "z" * 32,
+    ("actorlog-exporter-user", "password"): "e" * 32,
 }
 # Commands other than `actorlog` allowed in the actorlog images (present in every Debian image).
-OTHER_TOOLS = {"find"}
+OTHER_TOOLS = {"find", "sh"}
 SHUTDOWN_MARGIN_MS = 30_000
+# overlay -> the Secrets cert-manager would write for its Certificates (the `issued` fixture).
+IssuedSecrets = Mapping[str, Mapping[str, SecretData]]
 
 
 # --- parsing commands with the subcommands' own parsers ---------------------------------------
@@ -118,24 +127,54 @@ def _pods(overlay: str, docs: list[Doc]) -> Iterator[RunningContainer]:
                 yield RunningContainer(overlay, workload, pod, template["spec"], container, env, argv)
 
 
-def _all_pods(rendered: dict[str, list[Doc]]) -> list[RunningContainer]:
+def all_pods(rendered: dict[str, list[Doc]]) -> list[RunningContainer]:
     return [running for overlay, docs in rendered.items() for running in _pods(overlay, docs)]
 
 
-def _brokers(rendered: dict[str, list[Doc]]) -> list[RunningContainer]:
-    brokers = [r for r in _all_pods(rendered) if r.argv[:3] == ["actorlog", "broker", "start"]]
+def broker_pods(rendered: dict[str, list[Doc]]) -> list[RunningContainer]:
+    brokers = [r for r in all_pods(rendered) if r.argv[:3] == ["actorlog", "broker", "start"]]
     assert {r.overlay for r in brokers} == set(rendered), "every overlay runs brokers"
     return brokers
 
 
-def _load(running: RunningContainer, docs: list[Doc], tmp_path: Path, extra: str = "") -> BrokerSettings:
-    """The broker's settings through the real loader, from what the pod sees."""
+def secret_source(overlay: str, docs: list[Doc], issued: IssuedSecrets) -> Callable[[str], SecretData]:
+    """A Secret's data as the pod would get it: rendered (dev's generated Secrets), written by
+    cert-manager for a rendered Certificate, or created by the user (EXTERNAL_SECRETS' stand-ins)."""
+
+    def lookup(name: str) -> SecretData:
+        found = manifests.rendered_secret(docs, name) or issued[overlay].get(name)
+        if found is None:
+            found = {
+                key: value.encode() for (secret, key), value in EXTERNAL_SECRETS.items() if secret == name
+            }
+            assert found, f"{overlay}: Secret {name} is neither rendered, issued nor documented as the user's"
+        return found
+
+    return lookup
+
+
+def pod_files(
+    running: RunningContainer, docs: list[Doc], issued: IssuedSecrets, tmp_path: Path
+) -> manifests.PodFiles:
+    """The pod's volumes (ConfigMaps, Secrets, certificates) as files in a new directory of tmp_path."""
+    root = Path(tempfile.mkdtemp(prefix=f"{running.overlay}-{running.pod.name}-", dir=tmp_path))
+    return manifests.pod_files(running.workload, docs, root, secret_source(running.overlay, docs, issued))
+
+
+def load(
+    running: RunningContainer, docs: list[Doc], tmp_path: Path, issued: IssuedSecrets, extra: str = ""
+) -> BrokerSettings:
+    """The broker's settings through the real loader, from what the pod sees: the ConfigMap's file,
+    its environment, and the files on its volumes (keystore, truststore) where its paths point."""
     _, arguments = parse_actorlog(running.argv)
-    files = manifests.config_map_files(docs, running.pod_spec, running.container)
-    assert arguments.config in files, f"--config {arguments.config} is not a mounted ConfigMap key"
-    config = tmp_path / f"{running.overlay}-{running.pod.name}.properties"
-    config.write_text(files[arguments.config] + extra, encoding="utf-8")
-    return load_broker_settings(config_file=str(config), overrides=arguments.override, environ=running.env)
+    files = pod_files(running, docs, issued, tmp_path)
+    name = running.container["name"]
+    config = files.local(name, arguments.config)
+    assert config.is_file(), f"--config {arguments.config} is not a file on a mounted volume"
+    if extra:
+        config.write_text(config.read_text(encoding="utf-8") + extra, encoding="utf-8")
+    environ = {key: files.localize(name, value) for key, value in running.env.items()}
+    return load_broker_settings(config_file=str(config), overrides=arguments.override, environ=environ)
 
 
 def _port(container: Doc, name_or_number: str | int) -> int:
@@ -154,12 +193,12 @@ def _served_paths() -> set[str]:
 
 
 def test_broker_configuration_loads_through_the_real_loader(
-    rendered: dict[str, list[Doc]], tmp_path: Path
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
 ) -> None:
-    brokers = _brokers(rendered)
+    brokers = broker_pods(rendered)
     for running in brokers:
         docs = rendered[running.overlay]
-        settings = _load(running, docs, tmp_path)
+        settings = load(running, docs, tmp_path, issued)
         ordinal = int(running.pod.labels[POD_INDEX_LABEL])
         assert settings.broker.broker_id == ordinal
         headless = manifests.named(docs, "Service", running.workload["spec"]["serviceName"])
@@ -178,10 +217,10 @@ def test_broker_configuration_loads_through_the_real_loader(
 
 
 def test_brokers_secure_their_znodes_with_a_password_from_a_secret(
-    rendered: dict[str, list[Doc]], tmp_path: Path
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
 ) -> None:
-    for running in _brokers(rendered):
-        security = _load(running, rendered[running.overlay], tmp_path).zookeeper_security
+    for running in broker_pods(rendered):
+        security = load(running, rendered[running.overlay], tmp_path, issued).zookeeper_security
         assert security.secure_acls
         assert security.credential is not None
         (source,) = [
@@ -191,24 +230,33 @@ def test_brokers_secure_their_znodes_with_a_password_from_a_secret(
         assert security.credential.password == running.env["ACTORLOG_CFG_ZOOKEEPER_DIGEST_PASSWORD"]
 
 
-def test_a_key_the_broker_does_not_know_fails(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
-    running = _brokers(rendered)[0]
+def test_a_key_the_broker_does_not_know_fails(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
+) -> None:
+    running = broker_pods(rendered)[0]
     with pytest.raises(ConfigError, match="unknown configuration key"):
-        _load(running, rendered[running.overlay], tmp_path, extra="\nreplica.lag.time.max.msec=1000\n")
+        load(running, rendered[running.overlay], tmp_path, issued, extra="\nreplica.lag.time.max.msec=1000\n")
     broken = dict(running.env, ACTORLOG_CFG_BROKER_IDENTIFIER="1")
     with pytest.raises(ConfigError, match="unknown configuration key"):
-        _load(RunningContainer(**{**_fields(running), "env": broken}), rendered[running.overlay], tmp_path)
+        load(
+            RunningContainer(**{**_fields(running), "env": broken}),
+            rendered[running.overlay],
+            tmp_path,
+            issued,
+        )
 
 
 def _fields(running: RunningContainer) -> dict[str, Any]:
     return {name: getattr(running, name) for name in RunningContainer.__slots__}
 
 
-def test_zookeeper_connect_points_at_the_ensemble(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
+def test_zookeeper_connect_points_at_the_ensemble(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
+) -> None:
     checked = 0
-    for running in _brokers(rendered):
+    for running in broker_pods(rendered):
         docs = rendered[running.overlay]
-        servers = _load(running, docs, tmp_path).zookeeper_connect.partition("/")[0]
+        servers = load(running, docs, tmp_path, issued).zookeeper_connect.partition("/")[0]
         zookeepers = [w for w in manifests.workloads(docs) if _runs_zookeeper(w)]
         assert len(zookeepers) == 1
         zk_labels = manifests.pod_template(zookeepers[0])["metadata"]["labels"]
@@ -253,21 +301,27 @@ def test_zookeeper_servers_list_every_member(rendered: dict[str, list[Doc]]) -> 
 # --- ports, probes, paths ----------------------------------------------------------------------
 
 
-def test_ports_and_probes_match_the_broker(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
+def test_ports_and_probes_match_the_broker(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
+) -> None:
     served = _served_paths()
     assert {"/healthz", "/readyz", "/metrics"} <= served
-    for running in _brokers(rendered):
-        settings = _load(running, rendered[running.overlay], tmp_path)
+    for running in broker_pods(rendered):
+        settings = load(running, rendered[running.overlay], tmp_path, issued)
         container = running.container
         assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
         assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
+        # An HTTPS listener answers nothing to plain HTTP: the probes and scrapes must speak its scheme.
+        scheme = settings.listener.scheme
         for probe in ("startupProbe", "livenessProbe", "readinessProbe"):
             get = container[probe]["httpGet"]
             assert get["path"] in served, f"{probe} {get['path']} is not a route"
             assert _port(container, get["port"]) == settings.listener.port
+            assert get.get("scheme", "HTTP") == scheme.upper(), f"{running.overlay}: {probe} scheme"
         annotations = manifests.pod_template(running.workload)["metadata"]["annotations"]
         assert int(annotations["prometheus.io/port"]) == settings.listener.port
         assert annotations["prometheus.io/path"] in served
+        assert annotations.get("prometheus.io/scheme", "http") == scheme, running.overlay
 
 
 def test_services_target_named_ports_of_the_pods_they_select(rendered: dict[str, list[Doc]]) -> None:
@@ -334,7 +388,7 @@ def test_scrape_endpoints_match_ports_paths_and_labels(rendered: dict[str, list[
 
 def test_every_actorlog_command_parses(rendered: dict[str, list[Doc]]) -> None:
     commands = set()
-    for running in _all_pods(rendered):
+    for running in all_pods(rendered):
         image = running.container["image"]
         if running.argv and running.argv[0] == "actorlog":
             command, _ = parse_actorlog(running.argv)
@@ -370,7 +424,7 @@ def test_spark_application_runs_the_rollup_job(rendered: dict[str, list[Doc]]) -
 
 def test_snapshot_exporter_bootstraps_from_the_client_service(rendered: dict[str, list[Doc]]) -> None:
     checked = 0
-    for running in _all_pods(rendered):
+    for running in all_pods(rendered):
         if running.argv[:3] != ["actorlog", "snapshots", "export"]:
             continue
         docs = rendered[running.overlay]
@@ -378,8 +432,8 @@ def test_snapshot_exporter_bootstraps_from_the_client_service(rendered: dict[str
         broker_labels = manifests.pod_template(manifests.named(docs, "StatefulSet", "actorlog-broker"))[
             "metadata"
         ]["labels"]
-        for server in arguments.bootstrap_server:
-            url = urlsplit(server if "://" in server else f"http://{server}")
+        for server in parse_bootstrap_servers(arguments.bootstrap_server):
+            url = urlsplit(server)
             assert url.hostname is not None, server
             assert url.port is not None, server
             host, port = url.hostname, url.port
@@ -391,19 +445,36 @@ def test_snapshot_exporter_bootstraps_from_the_client_service(rendered: dict[str
     assert checked
 
 
-def test_clients_in_the_cluster_carry_the_brokers_secret(
-    rendered: dict[str, list[Doc]], tmp_path: Path
+def secret_names(pod_spec: Doc) -> set[str]:
+    """Every Secret a pod's spec names (env, envFrom, volumes), without kustomize's hash suffix."""
+    names = set()
+    for node in manifests.walk(pod_spec):
+        for key, field in (("secretKeyRef", "name"), ("secretRef", "name"), ("secret", "secretName")):
+            if isinstance(node.get(key), dict) and field in node[key]:
+                names.add(node[key][field])
+    return {re.sub(r"-[a-z0-9]{10}$", "", name) for name in names}
+
+
+def test_only_broker_pods_carry_the_brokers_secret(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
 ) -> None:
+    """The broker identity stays in broker pods: they carry it for `kubectl exec` client tools. Every
+    other client (the snapshot exporter) is a user (test_client_users.py)."""
     secrets = {
-        r.overlay: _load(r, rendered[r.overlay], tmp_path).internal_auth_secret for r in _brokers(rendered)
+        r.overlay: load(r, rendered[r.overlay], tmp_path, issued).internal_auth_secret
+        for r in broker_pods(rendered)
     }
-    # The exporter calls the brokers' /v1 API; broker containers carry it for `kubectl exec` client tools.
-    clients = [
-        r for r in _all_pods(rendered) if r.argv[:2] in (["actorlog", "snapshots"], ["actorlog", "broker"])
-    ]
-    assert {r.argv[1] for r in clients} == {"snapshots", "broker"}
-    for running in clients:
-        assert running.env.get(SECRET_ENV) == secrets[running.overlay], f"{running.overlay}: {SECRET_ENV}"
+    checked = 0
+    for running in all_pods(rendered):
+        if running.argv[:3] == ["actorlog", "broker", "start"]:
+            assert running.env.get(SECRET_ENV) == secrets[running.overlay], f"{running.overlay}: {SECRET_ENV}"
+            continue
+        name = f"{running.overlay}: {running.workload['metadata']['name']}/{running.container['name']}"
+        assert SECRET_ENV not in running.env, name
+        assert "actorlog-internal-auth" not in secret_names(running.pod_spec), name
+        assert secrets[running.overlay] not in running.env.values(), name
+        checked += 1
+    assert checked
 
 
 # --- selectors ---------------------------------------------------------------------------------
@@ -482,10 +553,12 @@ def _shutdown_budget_ms(config: BrokerConfig) -> int:
     )
 
 
-def test_grace_period_covers_the_controlled_shutdown(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
+def test_grace_period_covers_the_controlled_shutdown(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
+) -> None:
     defaults = BrokerConfig(broker_id=0)
-    for running in _brokers(rendered):
-        config = _load(running, rendered[running.overlay], tmp_path).broker
+    for running in broker_pods(rendered):
+        config = load(running, rendered[running.overlay], tmp_path, issued).broker
         assert config.controlled_shutdown_enable
         grace_ms = 1000 * running.pod_spec["terminationGracePeriodSeconds"]
         for effective in (config, defaults):
@@ -502,14 +575,16 @@ def test_grace_period_covers_the_controlled_shutdown(rendered: dict[str, list[Do
         )
 
 
-def test_rolling_restart_is_gated_by_readiness(rendered: dict[str, list[Doc]], tmp_path: Path) -> None:
-    for running in _brokers(rendered):
+def test_rolling_restart_is_gated_by_readiness(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
+) -> None:
+    for running in broker_pods(rendered):
         docs, spec = rendered[running.overlay], running.workload["spec"]
         assert spec.get("podManagementPolicy", "OrderedReady") == "OrderedReady"
         assert spec["updateStrategy"]["type"] == "RollingUpdate"
         assert "maxUnavailable" not in spec["updateStrategy"].get("rollingUpdate", {})
         assert running.container["readinessProbe"]["httpGet"]["path"] == "/readyz"
-        broker = _load(running, docs, tmp_path).broker
+        broker = load(running, docs, tmp_path, issued).broker
         # One broker away keeps every partition at min ISR or above (replication factor and replicas).
         assert broker.default_replication_factor - 1 >= broker.min_insync_replicas
         assert spec["replicas"] >= broker.default_replication_factor

@@ -49,6 +49,8 @@ def _role(workload: Doc) -> str:
         return "broker"
     if argv[:3] == ["actorlog", "snapshots", "export"]:
         return "snapshot-exporter"
+    if argv[:2] == ["actorlog", "users"]:
+        return "user-admin"
     return str(workload["metadata"]["name"])
 
 
@@ -157,12 +159,23 @@ def _one(everyone: list[Pod], role: str) -> Pod:
 # --- ZooKeeper ---------------------------------------------------------------------------------
 
 
-def test_only_brokers_reach_zookeepers_client_port(rendered: dict[str, list[Doc]]) -> None:
+def test_only_brokers_and_user_admin_jobs_reach_zookeepers_client_port(
+    rendered: dict[str, list[Doc]],
+) -> None:
+    """The brokers, and the Job that creates the exporter's user (`actorlog users`) where it runs."""
+    jobs = 0
     for overlay, docs, everyone in _overlays(rendered):
         zookeeper = _one(everyone, "zookeeper")
         port = _container_ports(docs, "zookeeper")["tcp-clients"]
         admitted = {pod.role for pod in everyone if connects(docs, pod, zookeeper, port)}
-        assert admitted == {"broker"}, overlay
+        user_admin = {pod.role for pod in everyone if pod.role == "user-admin"}
+        assert admitted == {"broker"} | user_admin, overlay
+        # The Job's label opens the port in its own namespace only.
+        for job in (pod for pod in everyone if pod.role == "user-admin"):
+            elsewhere = Pod("stranger", OTHER_NAMESPACE, job.labels)
+            assert not connects(docs, elsewhere, zookeeper, port), overlay
+            jobs += 1
+    assert jobs, "no overlay runs the user-admin Job"
 
 
 def test_only_members_reach_the_quorum_and_election_ports(rendered: dict[str, list[Doc]]) -> None:
