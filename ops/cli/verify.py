@@ -3,6 +3,7 @@
     actorlog verify check HISTORY [--json] [--examples N]
     actorlog verify run --seed N | --seeds A-B [--faults K] [--duration S] [--dir DIR]
                         [--acks all|1] [--min-insync-replicas N] [--unclean] [--kinds K,K...]
+                        [--tls]
 
 ``run`` runs one fault campaign per seed (``ops/verify/campaign.py``): three broker processes on a
 real ZooKeeper, each behind its own fault-injecting proxy on 127.0.0.(10+N), idempotent producers,
@@ -10,7 +11,9 @@ a JSON API writer and a reader recording every operation, K seeded faults over S
 healing, the ISR bound, the final read, every replica's log, and the checker. It prints each fault
 as it starts, one line per seed, and with several seeds the totals line. Each seed's history stays
 at ``DIR/seed-N/history.jsonl`` (``verify check`` re-checks it); the brokers' data is removed when
-the seed passed and kept when it failed.
+the seed passed and kept when it failed. ``--tls``: the brokers listen on HTTPS (certificates made
+with ``openssl`` as ``cluster up --tls`` makes them, naming each broker's 127.0.0.(10+N)), and the
+proxies pass TLS through, so every client verifies each broker's certificate and host name.
 
 ``check`` judges a recorded history offline (``ops/verify/checker.py``): one totals line, then for
 each error class found a block with its first examples, the longest unavailability per partition,
@@ -37,6 +40,7 @@ from typing import Any, NoReturn
 import orjson
 
 from actors.server.config import ProtocolFault
+from ops.properties import ConfigError
 from ops.verify.campaign import CampaignOptions, CampaignResult, run_campaign
 from ops.verify.checker import ERROR_CLASSES, SUMMARY_GROUPS, CheckResult, Window, check_history
 from ops.verify.faults import FaultKind
@@ -88,6 +92,11 @@ def _parser() -> argparse.ArgumentParser:
         "--expect-violation",
         action="store_true",
         help="negative control: stop at the first invalid seed; exit 0 if one was found, 1 if none",
+    )
+    run.add_argument(
+        "--tls",
+        action="store_true",
+        help="HTTPS listeners (certificates made with openssl); clients verify them through the proxies",
     )
     run.add_argument(
         "--kinds",
@@ -314,6 +323,12 @@ def _run(arguments: argparse.Namespace) -> int:
     if not 1 <= arguments.min_insync_replicas <= 3:
         print("actorlog verify run: error: --min-insync-replicas must be 1, 2 or 3", file=sys.stderr)
         return 2
+    if arguments.tls and shutil.which("openssl") is None:
+        print(
+            "actorlog verify run: error: --tls needs the openssl command to make certificates",
+            file=sys.stderr,
+        )
+        return 2
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     # The campaign's own ZooKeeper client reconnects through every ZooKeeper fault; its library
     # logs each failed attempt with a traceback, which says nothing a fault line does not.
@@ -333,6 +348,7 @@ def _run(arguments: argparse.Namespace) -> int:
             min_insync_replicas=arguments.min_insync_replicas,
             unclean_leader_election=arguments.unclean,
             protocol_faults=tuple(arguments.protocol_fault),
+            tls=arguments.tls,
         )
         directory = arguments.dir / f"seed-{seed}"
         if directory.exists():
@@ -345,6 +361,10 @@ def _run(arguments: argparse.Namespace) -> int:
                 f"actorlog verify run: interrupted at seed {seed}; its history: {directory}", file=sys.stderr
             )
             return 130
+        except ConfigError as refused:
+            # The certificates for --tls could not be made: said in one line, like bad usage.
+            print(f"actorlog verify run: error: {refused}", file=sys.stderr)
+            return 2
         results.append(result)
         for skipped in result.skipped:
             print(f"skipped: {skipped}")

@@ -10,17 +10,20 @@ What this module owns: the layout of ``DIR/tls/`` and how its files are made.
   the ``server.properties`` beside it holding ``internal.auth.secret`` is protected).
 
 Broker certificates name ``localhost`` and ``127.0.0.1`` (subjectAltName), the addresses a local
-cluster advertises, so hostname verification stays on. ECDSA P-256 keys: generated in
-milliseconds. ``openssl`` rather than the ``cryptography`` package, which the project does not
-depend on.
+cluster advertises, and any further addresses given for a broker (a fault campaign's brokers
+advertise 127.0.0.(10+N), ``ops/verify/cluster.py``), so hostname verification stays on. ECDSA
+P-256 keys: generated in milliseconds. ``openssl`` rather than the ``cryptography`` package, which
+the project does not depend on.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import shutil
 import subprocess
 import tempfile
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
@@ -32,14 +35,26 @@ CA_FILE: Final = "ca.pem"
 _CA_KEY: Final = "ca.key"
 _DAYS: Final = "825"  # the longest validity Apple's and browsers' TLS clients accept for a leaf
 _KEY_ARGS: Final = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+_LOCAL_NAMES: Final = ("localhost", "127.0.0.1")
 _LEAF_EXTENSIONS: Final = (
     "basicConstraints=critical,CA:FALSE\n"
     "keyUsage=critical,digitalSignature,keyEncipherment\n"
     "extendedKeyUsage=serverAuth,clientAuth\n"
     "subjectKeyIdentifier=hash\n"
     "authorityKeyIdentifier=keyid\n"
-    "subjectAltName=DNS:localhost,IP:127.0.0.1\n"
 )
+
+
+def _subject_alt_name(names: Iterable[str]) -> str:
+    """``subjectAltName=DNS:localhost,IP:127.0.0.1,...``: an address is an IP entry (what a
+    client connecting to an address checks), anything else a DNS name."""
+    entries: list[str] = []
+    for name in dict.fromkeys(names):
+        try:
+            entries.append(f"IP:{ipaddress.ip_address(name)}")
+        except ValueError:
+            entries.append(f"DNS:{name}")
+    return f"subjectAltName={','.join(entries)}\n"
 
 
 class LocalCertificates:
@@ -55,8 +70,9 @@ class LocalCertificates:
     def keystore_path(self, broker_id: int) -> Path:
         return self.directory / f"broker-{broker_id}.pem"
 
-    def ensure(self, broker_ids: list[int]) -> None:
-        """Make the CA unless it exists, and each broker's keystore unless it exists."""
+    def ensure(self, broker_ids: list[int], *, hosts: Mapping[int, Iterable[str]] | None = None) -> None:
+        """Make the CA unless it exists, and each broker's keystore unless it exists; ``hosts``:
+        names or addresses a broker's certificate gives beside localhost and 127.0.0.1."""
         if shutil.which("openssl") is None:
             raise ConfigError("--tls needs the openssl command to make certificates; install OpenSSL")
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -65,7 +81,7 @@ class LocalCertificates:
             self._make_ca()
         for broker_id in broker_ids:
             if not self.keystore_path(broker_id).is_file():
-                self._make_keystore(broker_id)
+                self._make_keystore(broker_id, [*_LOCAL_NAMES, *(hosts or {}).get(broker_id, ())])
 
     def _make_ca(self) -> None:
         key = self.directory / _CA_KEY
@@ -77,12 +93,12 @@ class LocalCertificates:
         )  # fmt: skip
         key.chmod(0o600)
 
-    def _make_keystore(self, broker_id: int) -> None:
+    def _make_keystore(self, broker_id: int, names: list[str]) -> None:
         with tempfile.TemporaryDirectory(dir=self.directory) as scratch:
             work = Path(scratch)
             key, request, certificate = work / "key.pem", work / "request.csr", work / "cert.pem"
             extensions = work / "extensions.cnf"
-            extensions.write_text(_LEAF_EXTENSIONS)
+            extensions.write_text(_LEAF_EXTENSIONS + _subject_alt_name(names))
             _openssl(
                 "req", "-new", *_KEY_ARGS, "-keyout", str(key), "-out", str(request),
                 "-subj", f"/CN=actorlog broker {broker_id}",

@@ -3,8 +3,9 @@ final read and the checker.
 
 Phases (each logged with its start time, so a run can be read afterwards):
 
-1. The cluster starts (``cluster.py``) and the topic is created: ``partitions`` partitions, RF 3,
-   ``min.insync.replicas`` and ``unclean.leader.election.enable`` as the options say.
+1. The cluster starts (``cluster.py``; with ``tls`` over HTTPS) and the topic is created:
+   ``partitions`` partitions, RF 3, ``min.insync.replicas`` and ``unclean.leader.election.enable``
+   as the options say.
 2. Writers and readers start (``workload.py``); the first ``warmup_s`` seconds have no fault (the
    fault-free throughput the report compares with).
 3. The fault window: the schedule (``faults.py``) runs; each fault heals after its duration. A
@@ -69,6 +70,8 @@ class CampaignOptions:
     heal_bound_s: float = 120.0
     # Negative controls only: brokers built with these deliberate bugs (ProtocolFault values).
     protocol_faults: tuple[str, ...] = ()
+    # HTTPS listeners; every client verifies the brokers' certificates and host names.
+    tls: bool = False
 
 
 @dataclass
@@ -117,6 +120,7 @@ async def run_campaign(
             brokers=options.brokers,
             properties=properties,
             protocol_faults=options.protocol_faults,
+            tls=options.tls,
         ) as cluster:
             kinds = tuple(k for k in options.kinds if k is not FaultKind.DISK_FULL or cluster.disk_faults)
             if len(kinds) < len(options.kinds):
@@ -130,7 +134,11 @@ async def run_campaign(
                 kinds=kinds,
                 session_timeout_s=SESSION_TIMEOUT_MS / 1000,
             )
-            async with Admin(cluster.bootstrap_servers, secret=cluster.secret) as admin:
+            async with Admin(
+                cluster.bootstrap_servers,
+                secret=cluster.secret,
+                command_config=cluster.client_properties_path,
+            ) as admin:
                 await admin.create_topic(
                     TOPIC,
                     num_partitions=options.partitions,
@@ -140,7 +148,10 @@ async def run_campaign(
                         "unclean.leader.election.enable": str(options.unclean_leader_election).lower(),
                     },
                 )
-            say(f"cluster up: {options.brokers} brokers, topic {TOPIC} ({options.partitions} partitions)")
+            say(
+                f"cluster up: {options.brokers} brokers over {'HTTPS' if options.tls else 'HTTP'}, "
+                f"topic {TOPIC} ({options.partitions} partitions)"
+            )
             processes = itertools.count()
             writers, readers = _clients(history, cluster, options, stats, processes)
             tasks = [asyncio.ensure_future(client.run()) for client in [*writers, *readers]]
@@ -210,6 +221,7 @@ async def run_campaign(
                 topic=TOPIC,
                 partitions=options.partitions,
                 timeout_s=60,
+                connection=cluster.client_config,
             )
             high_watermarks = await cluster.replica_high_watermarks(TOPIC, options.partitions)
             restarts = sum(b.restarts for b in cluster.brokers.values())
@@ -261,28 +273,36 @@ def _clients(
             acks=options.acks,
             in_flight=options.in_flight,
             stats=stats,
+            connection=cluster.client_config,
         )
         for n in range(options.producer_writers)
     ]
-    addresses = [broker.advertised for broker in cluster.brokers.values()]
+    base_urls = [cluster.base_url(broker_id) for broker_id in cluster.broker_ids]
     writers += [
         JsonApiWriter(
             history,
             next(processes),
             f"j{n}",
-            addresses=addresses,
+            base_urls=base_urls,
             secret=secret,
             topic=TOPIC,
             partitions=partitions,
             acks=options.acks,
             batch=5,
             stats=stats,
+            ssl_context=cluster.ssl_context,
         )
         for n in range(options.json_api_writers)
     ]
     readers = [
         Reader(
-            history, processes, bootstrap_servers=servers, secret=secret, topic=TOPIC, partitions=partitions
+            history,
+            processes,
+            bootstrap_servers=servers,
+            secret=secret,
+            topic=TOPIC,
+            partitions=partitions,
+            connection=cluster.client_config,
         )
         for _ in range(options.readers)
     ]

@@ -9,6 +9,13 @@ Layout (one loopback address per broker, so a proxy knows who connects by the so
                through it (cut by source: another broker 127.0.0.(10+M), or clients 127.0.0.1)
     zk proxy N 127.0.0.1:<port> → ZooKeeper: broker N's ``zookeeper.connect`` (cut alone)
 
+With ``tls`` the brokers listen and advertise ``HTTPS://`` (certificates from
+``ops/local/tls_certs.py`` in ``DIR/tls/``, each naming its broker's 127.0.0.(10+N) beside
+127.0.0.1, so host names are verified through the proxies) and ``DIR/client.properties`` says
+``security.protocol=SSL`` with the truststore. A proxy forwards bytes, so TLS passes through it
+unchanged, end to end between the client and the broker: a cut stalls handshakes and records
+alike, a heal aborts the TLS connections it touched and they are made again.
+
 Rules kept here:
 
 * A broker process that exits when no fault asked for it (a halt on a full disk, a failed
@@ -31,6 +38,7 @@ import secrets
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,8 +49,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from actors.common.types import TopicPartition
 from actors.server import zk_data
 from ops.local.cluster import launch_broker, log_tail, write_atomically
+from ops.local.tls_certs import LocalCertificates
 from ops.local.zk_waits import read_partition_state
 from ops.local.zookeeper import LocalZooKeeper
+from ops.tls import SECURITY_PROTOCOL, SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION, client_context
 from ops.verify.proxy import FaultProxy
 from runtime.clock import LoopClock, wait_ms
 from runtime.coordination.zk import ZkCoordinator
@@ -112,8 +122,11 @@ class CampaignCluster:
         restart_backoff_s: float = 1.0,
         small_disks: bool = True,
         protocol_faults: tuple[str, ...] = (),
+        tls: bool = False,
     ) -> None:
         self.directory = Path(directory).resolve()
+        self.tls = tls
+        self.certificates = LocalCertificates(self.directory / "tls")
         self.broker_ids = tuple(range(1, brokers + 1))
         self.properties = dict(properties or {})
         self.restart_backoff_s = restart_backoff_s
@@ -165,6 +178,12 @@ class CampaignCluster:
             await zookeeper_proxy.start()
             self.brokers[broker_id] = CampaignBroker(broker_id, directory, port, proxy, zookeeper_proxy)
             self.brokers[broker_id].released.set()
+        if self.tls:
+            self.certificates.ensure(
+                list(self.broker_ids),
+                hosts={broker_id: [broker_host(broker_id)] for broker_id in self.broker_ids},
+            )
+        self._write_client_properties()
         self.disk_faults = self._want_small_disks and all(
             self._mount_small_disk(broker.log_dir) for broker in self.brokers.values()
         )
@@ -218,10 +237,20 @@ class CampaignCluster:
         return True
 
     def _write_config(self, broker: CampaignBroker) -> None:
+        listener = "HTTPS" if self.tls else "HTTP"
+        tls = (
+            {
+                SSL_KEYSTORE_LOCATION: str(self.certificates.keystore_path(broker.broker_id)),
+                SSL_TRUSTSTORE_LOCATION: str(self.certificates.ca_path),
+            }
+            if self.tls
+            else {}
+        )
         properties = {
             "broker.id": str(broker.broker_id),
-            "listeners": f"HTTP://{broker.host}:{broker.port}",
-            "advertised.listeners": f"HTTP://{broker.advertised}",
+            "listeners": f"{listener}://{broker.host}:{broker.port}",
+            "advertised.listeners": f"{listener}://{broker.advertised}",
+            **tls,
             "log.dirs": str(broker.log_dir),
             "zookeeper.connect": f"{CLIENT_HOST}:{broker.zookeeper_proxy.port}",
             "internal.auth.secret": self.secret,
@@ -229,6 +258,35 @@ class CampaignCluster:
         }
         text = "".join(f"{key}={value}\n" for key, value in properties.items())
         write_atomically(broker.directory / "server.properties", text.encode(), mode=0o600)
+
+    # -------------------------------------------------------------------------------- clients
+
+    @property
+    def client_config(self) -> dict[str, str]:
+        """The connection keys every client of the campaign takes beside the broker identity's
+        secret. PLAINTEXT is said, not left out: a client told nothing would look for the
+        working directory's ``actorlog-data/client.properties``."""
+        if not self.tls:
+            return {SECURITY_PROTOCOL: "PLAINTEXT"}
+        return {SECURITY_PROTOCOL: "SSL", SSL_TRUSTSTORE_LOCATION: str(self.certificates.ca_path)}
+
+    @property
+    def client_properties_path(self) -> Path:
+        """``client_config`` as a file, for the clients that read one (Admin's ``command_config``)."""
+        return self.directory / "client.properties"
+
+    def _write_client_properties(self) -> None:
+        text = "".join(f"{key}={value}\n" for key, value in self.client_config.items())
+        write_atomically(self.client_properties_path, text.encode())
+
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None:
+        """What verifies the brokers for a plain HTTP client (aiohttp); None without TLS."""
+        return client_context(self.client_config) if self.tls else None
+
+    def base_url(self, broker_id: int) -> str:
+        """Where clients reach broker ``broker_id``: its proxy, at http:// or https://."""
+        return f"{'https' if self.tls else 'http'}://{self.brokers[broker_id].advertised}"
 
     # -------------------------------------------------------------------------------- brokers
 
@@ -413,10 +471,11 @@ class CampaignCluster:
         ``kafka_log_log_highwatermark`` gauge."""
         found: dict[tuple[int, int], int] = {}
         timeout = aiohttp.ClientTimeout(total=10)
-        async with aiohttp.ClientSession(timeout=timeout) as session:
+        connector = aiohttp.TCPConnector(ssl=self.ssl_context or True)
+        async with aiohttp.ClientSession(timeout=timeout, connector=connector) as session:
             for broker in self.brokers.values():
                 try:
-                    async with session.get(f"http://{broker.advertised}/metrics") as answer:
+                    async with session.get(f"{self.base_url(broker.broker_id)}/metrics") as answer:
                         text = await answer.text()
                 except (aiohttp.ClientError, TimeoutError):
                     continue

@@ -15,6 +15,10 @@ Readers: a ``Consumer`` assigned every partition from the beginning, polling; ea
 operation (``ok`` with what it read, ``info`` when it failed). A reader whose consumer failed
 starts a new one as a new process (Jepsen's rule: a crashed client is a new process).
 
+Every client takes ``connection``, the cluster's connection keys (``security.protocol`` and, over
+TLS, ``ssl.truststore.location``); the JSON API writer is given the brokers' base URLs
+(``https://`` over TLS) and the context that verifies them.
+
 Nothing here decides correctness: the checker reads the history afterwards.
 """
 
@@ -25,7 +29,8 @@ import contextlib
 import functools
 import itertools
 import logging
-from collections.abc import Sequence
+import ssl
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import aiohttp
@@ -87,12 +92,14 @@ class ProducerWriter:
         acks: str,
         in_flight: int,
         stats: WorkloadStats,
+        connection: Mapping[str, str],
     ) -> None:
         self.history = history
         self.process = process
         self.name = name
         self.bootstrap_servers = bootstrap_servers
         self.secret = secret
+        self.connection = dict(connection)
         self.topic = topic
         self.partitions = partitions
         self.acks = acks
@@ -112,6 +119,7 @@ class ProducerWriter:
             "delivery.timeout.ms": 60_000,
             "request.timeout.ms": 10_000,
             "retry.backoff.ms": 100,
+            **self.connection,
         }
         producer = Producer(self.bootstrap_servers, secret=self.secret, config=config)
         await producer.start()
@@ -174,18 +182,20 @@ class JsonApiWriter:
         process: int,
         name: str,
         *,
-        addresses: Sequence[str],
+        base_urls: Sequence[str],
         secret: str,
         topic: str,
         partitions: int,
         acks: str,
         batch: int,
         stats: WorkloadStats,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.history = history
         self.process = process
         self.name = name
-        self.addresses = list(addresses)
+        self.base_urls = list(base_urls)
+        self.ssl_context = ssl_context
         self.headers = {"Authorization": f"Bearer {secret}"}
         self.topic = topic
         self.partitions = partitions
@@ -199,28 +209,31 @@ class JsonApiWriter:
 
     async def run(self) -> None:
         timeout = aiohttp.ClientTimeout(total=45)
-        async with aiohttp.ClientSession(timeout=timeout, headers=self.headers) as session:
+        connector = aiohttp.TCPConnector(ssl=self.ssl_context or True)
+        async with aiohttp.ClientSession(
+            timeout=timeout, headers=self.headers, connector=connector
+        ) as session:
             numbers = itertools.count()
             for round_number in itertools.count():
                 if self._stop.is_set():
                     return
                 partition = round_number % self.partitions
-                address = self.addresses[round_number % len(self.addresses)]
+                base_url = self.base_urls[round_number % len(self.base_urls)]
                 key = history_key(TopicPartition(self.topic, partition))
                 values = [f"{self.name}-{next(numbers)}" for _ in range(self.batch)]
                 operations = [self.history.invoke(self.process, "send", [key, value]) for value in values]
-                await self._post(session, address, partition, key, values, operations)
+                await self._post(session, base_url, partition, key, values, operations)
 
     async def _post(
         self,
         session: aiohttp.ClientSession,
-        address: str,
+        base_url: str,
         partition: int,
         key: str,
         values: list[str],
         operations: list[Operation],
     ) -> None:
-        url = f"http://{address}/v1/topics/{self.topic}/partitions/{partition}/records"
+        url = f"{base_url}/v1/topics/{self.topic}/partitions/{partition}/records"
         body = {
             "records": [{"value": value} for value in values],
             "value_format": "string",
@@ -274,11 +287,13 @@ class Reader:
         secret: str,
         topic: str,
         partitions: int,
+        connection: Mapping[str, str],
     ) -> None:
         self.history = history
         self.processes = processes
         self.bootstrap_servers = bootstrap_servers
         self.secret = secret
+        self.connection = dict(connection)
         self.tps = [TopicPartition(topic, p) for p in range(partitions)]
         self._stop = asyncio.Event()
 
@@ -294,7 +309,7 @@ class Reader:
                 _log.info("reader %d failed (%s); a new reader starts", process, error)
 
     async def _read_as(self, process: int) -> None:
-        config = {"auto.offset.reset": "earliest", "request.timeout.ms": 10_000}
+        config = {"auto.offset.reset": "earliest", "request.timeout.ms": 10_000, **self.connection}
         async with Consumer(self.bootstrap_servers, secret=self.secret, config=config) as consumer:
             consumer.assign(self.tps)
             consumer.seek_to_beginning(self.tps)
@@ -325,12 +340,13 @@ async def final_read(
     topic: str,
     partitions: int,
     timeout_s: float,
+    connection: Mapping[str, str],
 ) -> dict[str, list[tuple[int, str]]]:
     """Every partition from its log start to its high watermark, as one ``final-read`` event per
     partition (the checker's ground truth of what the cluster keeps)."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     found: dict[str, list[tuple[int, str]]] = {history_key(tp): [] for tp in tps}
-    config = {"auto.offset.reset": "earliest", "request.timeout.ms": 10_000}
+    config = {"auto.offset.reset": "earliest", "request.timeout.ms": 10_000, **connection}
     async with Consumer(bootstrap_servers, secret=secret, config=config) as consumer:
         consumer.assign(tps)
         consumer.seek_to_beginning(tps)

@@ -1,8 +1,9 @@
-"""One short fault campaign on real processes, run as an operator runs it: ``actorlog verify run``
-(three broker processes on a real ZooKeeper behind fault-injecting proxies, idempotent producers, a
-JSON API writer and a reader, 20 seeded faults of every kind in 25 s, healing, the final read,
-every replica's log, the checker), then ``actorlog verify check`` on the history it kept. The long
-campaign and the negative controls are ``make chaos`` and ``make chaos-controls``."""
+"""One short fault campaign on real processes, run as an operator runs it: ``actorlog verify run
+--tls`` (three broker processes on a real ZooKeeper behind fault-injecting proxies, over HTTPS
+through the proxies with every host name verified, idempotent producers, a JSON API writer and a
+reader, 20 seeded faults of every kind in 25 s, healing, the final read, every replica's log, the
+checker), then ``actorlog verify check`` on the history it kept. The long campaign (plain HTTP)
+and the negative controls are ``make chaos`` and ``make chaos-controls``."""
 
 from __future__ import annotations
 
@@ -39,9 +40,10 @@ def actorlog(*arguments: str, timeout_s: float) -> subprocess.CompletedProcess[s
 def test_a_short_campaign_of_twenty_faults_loses_no_acknowledged_write(tmp_path: Path) -> None:
     run = actorlog(
         "verify", "run", "--seed", "20", "--faults", "20", "--duration", "25", "--dir", str(tmp_path),
-        timeout_s=400,
+        "--tls", timeout_s=400,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-4000:]
+    assert "cluster up: 3 brokers over HTTPS" in run.stdout
     line = re.search(
         r"^seed 20: (\d+) faults \((.*?)\); (\d+) acknowledged.*; valid$", run.stdout, re.MULTILINE
     )

@@ -119,6 +119,16 @@ def test_bad_usage_exits_2(args: list[str], capsys: pytest.CaptureFixture[str]) 
     assert "Traceback" not in capsys.readouterr().err
 
 
+def test_tls_without_openssl_is_one_line_before_anything_starts(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PATH", str(tmp_path))  # no openssl on it
+    assert main(["run", "--seed", "1", "--tls", "--dir", str(tmp_path / "runs")]) == 2
+    err = capsys.readouterr().err
+    assert err == "actorlog verify run: error: --tls needs the openssl command to make certificates\n"
+    assert not (tmp_path / "runs").exists()
+
+
 def test_a_missing_history_exits_2(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = _run(capsys, "check", str(tmp_path / "absent.jsonl"))
     assert code == 2

@@ -13,16 +13,21 @@ is how long "nothing" is observed, not a guess at how long something takes.
 from __future__ import annotations
 
 import asyncio
+import shutil
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, suppress
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
 
+from ops.local.tls_certs import LocalCertificates
+from ops.tls import SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION, client_context, server_context
 from ops.verify.proxy import Direction, FaultProxy, ProxySet
 from runtime import ActorSystem
-from runtime.errors import AskTimeoutError
+from runtime.errors import AskTimeoutError, TransportError
+from runtime.ref import ActorRef
 from runtime.transport.http import HttpServer, HttpTransport
 from tests.support.runtime_actors import EchoActor, Ping, Pong, make_codec
 
@@ -414,3 +419,52 @@ async def test_http_asks_through_the_proxy_time_out_under_a_cut_and_recover_afte
         proxy.heal("127.0.0.5")
         assert await a.ask(echo, Ping(sequence=3), timeout_ms=5_000) == Pong(sequence=3)
         assert proxy.statistics().connections_dropped_total >= 1
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs the openssl command")
+async def test_tls_passes_through_the_proxy_and_the_host_name_is_verified_end_to_end(
+    tmp_path: Path,
+) -> None:
+    """``verify run --tls`` in small: the proxy forwards bytes, so the handshake is the client's
+    with the server behind it. A certificate naming the proxy's address (as a campaign broker's
+    names 127.0.0.(10+N)) verifies; one that does not is refused, whatever the proxy; a cut is
+    still a timeout and a heal brings the link back."""
+    certificates = LocalCertificates(tmp_path)
+    certificates.ensure([1, 2], hosts={1: ["127.0.0.11"]})
+    trust = client_context({SSL_TRUSTSTORE_LOCATION: str(certificates.ca_path)})
+    codec = make_codec()
+    addresses: dict[str, str] = {}
+    async with AsyncExitStack() as stack:
+        server_side = HttpTransport(codec, secret="proxy-secret", resolve=addresses.get)
+        b = await stack.enter_async_context(ActorSystem("b", transport=server_side))
+        echo = b.spawn("echo", EchoActor)
+        for broker_id in (1, 2):
+            keystore = {SSL_KEYSTORE_LOCATION: str(certificates.keystore_path(broker_id))}
+            server = HttpServer(
+                "127.0.0.1", 0, routes=server_side.routes(), max_body_bytes=1 << 20,
+                ssl_context=server_context(keystore),
+            )  # fmt: skip
+            await server.start()
+            stack.push_async_callback(server.stop)
+            assert server.port is not None
+            proxy = FaultProxy(("127.0.0.1", server.port), host="127.0.0.11", name=f"broker-{broker_id}")
+            await stack.enter_async_context(proxy)
+            addresses[f"b{broker_id}"] = f"https://127.0.0.11:{proxy.port}"
+            if broker_id == 1:
+                named = proxy
+        client_side = HttpTransport(
+            codec, secret="proxy-secret", resolve=addresses.get, source_host="127.0.0.5", ssl_context=trust
+        )
+        a = await stack.enter_async_context(ActorSystem("a", transport=client_side))
+
+        def at(node: str) -> ActorRef:
+            return ActorRef(node_id=node, name=echo.name)
+
+        assert await a.ask(at("b1"), Ping(sequence=1), timeout_ms=5_000) == Pong(sequence=1)
+        with pytest.raises(TransportError, match=r"certificate is not valid for '127\.0\.0\.11'"):
+            await a.ask(at("b2"), Ping(sequence=2), timeout_ms=5_000)
+        named.cut("127.0.0.5")
+        with pytest.raises(AskTimeoutError):
+            await a.ask(at("b1"), Ping(sequence=3), timeout_ms=300)
+        named.heal("127.0.0.5")
+        assert await a.ask(at("b1"), Ping(sequence=4), timeout_ms=5_000) == Pong(sequence=4)
