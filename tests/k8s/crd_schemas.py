@@ -14,6 +14,14 @@ here; to use another one, add it after checking the upstream type. Upstream sour
   ExecutorSpec, RestartPolicy; ``config/crd/bases/sparkoperator.k8s.io_sparkapplications.yaml``).
   The Kubernetes types it embeds (affinity, security contexts, volumes, volume mounts) are not
   repeated here: test_render.py validates them strictly as the pod the operator builds.
+* The scrape endpoints' ``tlsConfig`` (``monitoring.coreos.com/v1``): prometheus-operator's
+  SafeTLSConfig and SecretOrConfigMap (``pkg/apis/monitoring/v1/types.go``).
+* Issuer and Certificate (``cert-manager.io/v1``): cert-manager, ``pkg/apis/certmanager/v1/
+  types_issuer.go`` (IssuerConfig: SelfSignedIssuer, CAIssuer) and ``types_certificate.go``
+  (CertificateSpec, CertificatePrivateKey, CertificateAdditionalOutputFormat; the KeyUsage enum
+  of ``types.go``), ``pkg/apis/meta/v1`` (ObjectReference). Go durations
+  (``time.ParseDuration``). The objects cert-manager reads are checked beyond their shape by
+  test_tls.py (issuer chain, names).
 """
 
 from __future__ import annotations
@@ -83,7 +91,32 @@ _RELABEL: Final = _closed(
         },
     }
 )  # fmt: skip
+_KEY_SELECTOR: Final = _closed(
+    {
+        "name": {"type": "string", "minLength": 1},
+        "key": {"type": "string", "minLength": 1},
+        "optional": {"type": "boolean"},
+    },
+    ("key",),
+)
+_SECRET_OR_CONFIG_MAP: Final = {
+    **_closed({"secret": _KEY_SELECTOR, "configMap": _KEY_SELECTOR}),
+    "maxProperties": 1,
+}
+_TLS_VERSION: Final = {"enum": ["TLS10", "TLS11", "TLS12", "TLS13"]}
+_TLS_CONFIG: Final = _closed(
+    {
+        "ca": _SECRET_OR_CONFIG_MAP,
+        "cert": _SECRET_OR_CONFIG_MAP,
+        "keySecret": _KEY_SELECTOR,
+        "serverName": {"type": "string"},
+        "insecureSkipVerify": {"type": "boolean"},
+        "minVersion": _TLS_VERSION,
+        "maxVersion": _TLS_VERSION,
+    }
+)
 _SCRAPE_ENDPOINT_COMMON: Final[Schema] = {
+    "tlsConfig": _TLS_CONFIG,
     "path": {"type": "string", "pattern": "^/"},
     "scheme": {"enum": ["http", "https", "HTTP", "HTTPS"]},
     "params": {"type": "object", "additionalProperties": _STRINGS},
@@ -285,10 +318,88 @@ SPARK_APPLICATION: Final = _root(
     ),
 )
 
+_GO_DURATION: Final = "^([0-9]+(\\.[0-9]+)?(ns|us|µs|ms|s|m|h))+$"
+_KEY_USAGE: Final = {
+    "enum": [
+        "signing", "digital signature", "content commitment", "key encipherment", "key agreement",
+        "data encipherment", "cert sign", "crl sign", "encipher only", "decipher only", "any",
+        "server auth", "client auth", "code signing", "email protection", "s/mime", "ipsec end system",
+        "ipsec tunnel", "ipsec user", "timestamping", "ocsp signing", "microsoft sgc", "netscape sgc",
+    ]
+}  # fmt: skip
+_URLS: Final[Schema] = {"type": "array", "items": {"type": "string", "minLength": 1}}
+ISSUER: Final = _root(
+    "cert-manager.io/v1",
+    "Issuer",
+    {
+        **_closed(
+            {
+                "selfSigned": _closed({"crlDistributionPoints": _URLS}),
+                "ca": _closed(
+                    {
+                        "secretName": {"type": "string", "pattern": _DNS_NAME},
+                        "crlDistributionPoints": _URLS,
+                        "ocspServers": _URLS,
+                        "issuingCertificateURLs": _URLS,
+                    },
+                    ("secretName",),
+                ),
+            }
+        ),
+        # One issuer type (upstream IssuerConfig holds exactly one of acme, ca, vault, selfSigned, venafi).
+        "minProperties": 1,
+        "maxProperties": 1,
+    },
+)
+CERTIFICATE: Final = _root(
+    "cert-manager.io/v1",
+    "Certificate",
+    _closed(
+        {
+            "commonName": {"type": "string", "minLength": 1, "maxLength": 64},
+            "duration": {"type": "string", "pattern": _GO_DURATION},
+            "renewBefore": {"type": "string", "pattern": _GO_DURATION},
+            "dnsNames": {
+                "type": "array",
+                "minItems": 1,
+                "items": {"type": "string", "pattern": "^(\\*\\.)?" + _DNS_NAME.removeprefix("^")},
+            },
+            "secretName": {"type": "string", "pattern": _DNS_NAME},
+            "secretTemplate": _closed({"annotations": _STRING_MAP, "labels": _STRING_MAP}),
+            "issuerRef": _closed(
+                {
+                    "name": {"type": "string", "minLength": 1},
+                    "kind": {"type": "string"},
+                    "group": {"type": "string"},
+                },
+                ("name",),
+            ),
+            "isCA": {"type": "boolean"},
+            "usages": {"type": "array", "items": _KEY_USAGE},
+            "privateKey": _closed(
+                {
+                    "rotationPolicy": {"enum": ["Never", "Always"]},
+                    "encoding": {"enum": ["PKCS1", "PKCS8"]},
+                    "algorithm": {"enum": ["RSA", "ECDSA", "Ed25519"]},
+                    "size": {"type": "integer"},
+                }
+            ),
+            "additionalOutputFormats": {
+                "type": "array",
+                "items": _closed({"type": {"enum": ["DER", "CombinedPEM"]}}, ("type",)),
+            },
+            "revisionHistoryLimit": {"type": "integer", "minimum": 1},
+        },
+        ("secretName", "issuerRef"),
+    ),
+)
+
 # (apiVersion, kind) -> schema. A kind neither here nor known to kubernetes-validate fails the tests.
 CRD_SCHEMAS: Final[dict[tuple[str, str], Schema]] = {
     ("monitoring.coreos.com/v1", "ServiceMonitor"): SERVICE_MONITOR,
     ("monitoring.coreos.com/v1", "PodMonitor"): POD_MONITOR,
     ("monitoring.coreos.com/v1", "PrometheusRule"): PROMETHEUS_RULE,
     ("sparkoperator.k8s.io/v1beta2", "SparkApplication"): SPARK_APPLICATION,
+    ("cert-manager.io/v1", "Issuer"): ISSUER,
+    ("cert-manager.io/v1", "Certificate"): CERTIFICATE,
 }

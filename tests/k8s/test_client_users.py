@@ -106,7 +106,7 @@ def test_the_exporter_authenticates_as_its_own_user(
     rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
 ) -> None:
     exporters = exporter_pods(rendered, tmp_path, issued)
-    assert {e.running.overlay for e in exporters} >= {"dev", "monitoring"}
+    assert {e.running.overlay for e in exporters} >= {"dev", "monitoring", "tls"}
     tls = {
         r.overlay: load(r, rendered[r.overlay], tmp_path, issued).listener.tls for r in broker_pods(rendered)
     }
