@@ -1,6 +1,8 @@
 """``actorlog broker start --config FILE [--override k=v ...]``: one broker process.
 
-What Kubernetes (and ``actorlog cluster up``) runs. The process serves, on its one HTTP listener:
+What Kubernetes (and ``actorlog cluster up``) runs. With a ``KAFKA://`` listener in ``listeners`` it
+also serves Kafka's binary protocol to clients there (``ops/kafka/``, SASL-authenticated client users;
+stopped first at shutdown). The process serves, on its HTTP listener:
 the internal actor endpoints (shared-secret authenticated), ``GET /metrics``, ``GET /healthz``
 (liveness: answers while the event loop is responsive) and ``GET /readyz`` (readiness: registered in
 ZooKeeper and back in the ISR of every partition it follows), plus the JSON API. With an
@@ -44,6 +46,7 @@ import orjson
 from aiohttp import web
 
 from actors.common.client_access import client_request_refusal
+from actors.server import zk_data
 from actors.server.broker import BrokerActor
 from actors.server.fetcher.replica_fetcher import FetchPhase, ReplicaFetcherActor
 from actors.server.state_changes import StateChangeLog
@@ -51,6 +54,8 @@ from ops.broker_metrics import broker_metric_families, collect_node
 from ops.codec import wire_codec
 from ops.config import BrokerSettings, load_broker_settings
 from ops.json_api.routes import JsonApi
+from ops.kafka.apis import KafkaApis
+from ops.kafka.server import KafkaListener
 from ops.properties import ConfigError
 from ops.security.authenticator import Authenticator
 from ops.security.users import UserStore
@@ -186,9 +191,8 @@ async def run_broker(
     current: BrokerNode | None = None
     # Two identities (docs/security.md): the broker's secret opens /internal/v1 (the transport's
     # own routes); client users, checked against ZooKeeper, open /client/v1 and the JSON API.
-    authenticator = Authenticator(
-        internal_secret=settings.internal_auth_secret, users=UserStore(coordinator, clock=clock)
-    )
+    users = UserStore(coordinator, clock=clock)
+    authenticator = Authenticator(internal_secret=settings.internal_auth_secret, users=users)
     client_endpoint = ClientEndpoint(
         wire_codec(),
         authenticate=authenticator.authenticate,
@@ -215,10 +219,26 @@ async def run_broker(
         body_timeout_ms=settings.request_body_timeout_ms,
         ssl_context=settings.server_ssl_context,
     )
+    # The Kafka protocol listener (ops/kafka/): the same client users, the same actors.
+    kafka_apis: KafkaApis | None = None
+    kafka = (
+        KafkaListener(
+            settings.kafka_listener.host,
+            settings.kafka_listener.port,
+            apis=lambda: kafka_apis,
+            users=users,
+            max_request_bytes=settings.socket_request_max_bytes,
+        )
+        if settings.kafka_listener is not None
+        else None
+    )
     await server.start()
     seed = fresh_seed()
     _log.info("broker %d listening on %s (rng seed %d)", config.broker_id, server.url, seed)
     try:
+        if kafka is not None:
+            await kafka.start()
+            _log.info("broker %d listening on KAFKA://%s (SASL_PLAINTEXT)", config.broker_id, kafka.address)
         if not await _open_session_unless_stopped(coordinator, stop):
             _log.info("broker %d stopped while waiting for ZooKeeper", config.broker_id)
             return
@@ -244,9 +264,13 @@ async def run_broker(
             broker_config_entries=settings.config_entries(),
             cluster_id=settings.cluster_id,
             tls=settings.advertised_listener.tls,
+            extra_endpoints=_kafka_endpoints(settings, kafka),
         ) as node:
             current = node
             client_endpoint.inbound = node.system
+            kafka_apis = KafkaApis(
+                node.system, node.broker, node.admin, request_timeout_ms=config.request_timeout_ms
+            )
             metrics.add_collector(
                 lambda: broker_metric_families(
                     node.system, collect_node(node.system, coordinator.statistics())
@@ -264,6 +288,8 @@ async def run_broker(
             if snapshots is not None:
                 await snapshots
             _log.info("broker %d shutting down", config.broker_id)
+            if kafka is not None:
+                await kafka.stop()  # no Kafka request reaches a node that is stopping
             # The JSON API's acks=all producer runs on this node: it finishes (or fails) what it
             # holds while the node still runs.
             await json_api.close()
@@ -271,8 +297,26 @@ async def run_broker(
         # The node closed the session on its way out; this closes it when the start failed before
         # the node took it over (closing twice is a no-op).
         await coordinator.close()
+        if kafka is not None:
+            await kafka.stop()
         await server.stop()
     _log.info("broker %d stopped", config.broker_id)
+
+
+def _kafka_endpoints(settings: BrokerSettings, kafka: KafkaListener | None) -> tuple[zk_data.EndPoint, ...]:
+    """The KAFKA listener as the registration names it (the port bound, when it was 0)."""
+    advertised = settings.advertised_kafka_listener
+    if kafka is None or advertised is None:
+        return ()
+    port = advertised.port or kafka.port
+    return (
+        zk_data.EndPoint(
+            listener_name=zk_data.KAFKA_LISTENER_NAME,
+            host=advertised.host,
+            port=port,
+            security_protocol=advertised.security_protocol,
+        ),
+    )
 
 
 async def _open_session_unless_stopped(coordinator: ZkCoordinator, stop: asyncio.Event) -> bool:

@@ -4,8 +4,9 @@
                         [--base-port P] [--prometheus] [--tls]
 
 Without ``--zookeeper`` it starts its own ZooKeeper from the installed package. It writes
-``DIR/cluster.json`` (broker ids, endpoints, pids, ZooKeeper address) and ``DIR/client.properties``
-(for clients), prints how to reach the cluster, and on Ctrl-C / SIGTERM stops the brokers one at a
+``DIR/cluster.json`` (broker ids, listeners, pids, ZooKeeper address) and ``DIR/client.properties``
+(for clients: ``bootstrap.servers`` names the brokers' Kafka listeners, so Kafka's own tools take it
+as it is), prints how to reach the cluster, and on Ctrl-C / SIGTERM stops the brokers one at a
 time (controlled shutdown), then ZooKeeper and Prometheus. A second Ctrl-C stops at once.
 
 What the user is told, beyond the banner:
@@ -166,14 +167,14 @@ def _warn_about_moved_ports(cluster: LocalCluster) -> None:
         return
     first = next(iter(cluster.processes.values()))
     taken = ", ".join(f"{b.requested_port} (broker {b.broker_id} is on {b.port})" for b in moved)
-    properties = cluster.data_dir / "client.properties"
+    listed = cluster.data_dir / "cluster.json"
     if first.moved:
         advice = (
             f"use --bootstrap-server localhost:{first.port}, not localhost:{first.requested_port} "
-            f"(bootstrap.servers in {properties} is right)"
+            f"({listed} lists every broker's listeners)"
         )
     else:
-        advice = f"--bootstrap-server localhost:{first.port} still works ({properties} lists every broker)"
+        advice = f"--bootstrap-server localhost:{first.port} still works ({listed} lists every broker)"
     print(
         f"actorlog cluster: WARNING: port(s) already in use: {taken}; {advice}", file=sys.stderr, flush=True
     )
@@ -185,7 +186,12 @@ def _print_banner(cluster: LocalCluster, controller: int | None) -> None:
         f"actorlog: {len(cluster.processes)} broker(s) up; controller is broker {controller}",
         f"  ZooKeeper          {cluster.zookeeper_connect}",
     ]
-    lines += [f"  broker {b.broker_id:<11} {b.url}  (log {b.log_path})" for b in cluster.processes.values()]
+    lines += [
+        f"  broker {b.broker_id:<11} {b.url}"
+        + (f"  KAFKA://{b.kafka_address}" if b.kafka_address else "")
+        + f"  (log {b.log_path})"
+        for b in cluster.processes.values()
+    ]
     if cluster.prometheus_url:
         lines.append(f"  Prometheus         {cluster.prometheus_url}")
     lines += [
@@ -196,6 +202,14 @@ def _print_banner(cluster: LocalCluster, controller: int | None) -> None:
         f"  actorlog topics --bootstrap-server {first} --create --topic orders --partitions 3",
         f"  actorlog produce --bootstrap-server {first} --topic orders",
         f"  actorlog consume --bootstrap-server {first} --topic orders --from-beginning",
+        *(
+            [
+                f"Kafka's clients and tools: bootstrap.servers={cluster.kafka_bootstrap_servers}",
+                f"  with the SASL settings in {cluster.data_dir / 'client.properties'}",
+            ]
+            if cluster.kafka_bootstrap_servers
+            else []
+        ),
         "Press Ctrl-C to stop.",
     ]
     print("\n".join(lines), flush=True)

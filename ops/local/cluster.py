@@ -3,9 +3,11 @@
 Layout of the data directory (kept between runs, so a cluster restarted on the same directory
 keeps its logs and its credentials)::
 
-    DIR/cluster.json            broker ids, HTTP endpoints, pids, ZooKeeper address (while running)
-    DIR/client.properties       bootstrap.servers and the client user ``admin``'s SCRAM credential, as
-                                Kafka's clients read it (sasl.jaas.config), for clients (mode 0600)
+    DIR/cluster.json            broker ids, listeners (``HTTP://…``, ``KAFKA://…``), pids, ZooKeeper
+                                address (while running)
+    DIR/client.properties       bootstrap.servers (the Kafka listeners) and the client user ``admin``'s
+                                SCRAM credential, as Kafka's clients read it (sasl.jaas.config), for
+                                Kafka's tools and actorlog's own (mode 0600)
     DIR/zookeeper/              the embedded ZooKeeper (when no --zookeeper is given)
     DIR/broker-N/server.properties, DIR/broker-N/logs/, DIR/broker-N/broker.log (the broker identity's
                                 internal.auth.secret lives only in server.properties, mode 0600)
@@ -25,6 +27,10 @@ Rules kept:
   command can say so;
 * ``watch`` notices every child (brokers, ZooKeeper, Prometheus) that exits without this cluster
   having stopped it, the moment it does (it waits on the processes, no polling);
+* every broker also has a Kafka protocol listener (``KAFKA://``, SASL_PLAINTEXT), on the HTTP
+  port + 10100 when the ports were asked for (9092 -> 19192), else on one the OS picks; with ``--tls``
+  there is none (the Kafka listener has no TLS yet: its passwords would cross in clear text), and
+  ``bootstrap.servers`` in client.properties names the HTTPS listeners instead;
 * stopping is Kafka's: SIGTERM, one broker at a time, so each controlled shutdown can move its
   leaderships to brokers still running; then ZooKeeper and Prometheus stop; nothing is left behind.
   When our ZooKeeper has died no controlled shutdown can succeed, so the brokers stop side by side.
@@ -66,6 +72,7 @@ __all__ = ["BrokerProcess", "ChildExit", "LocalCluster", "launch_broker", "port_
 ROOT = Path(__file__).resolve().parents[2]
 _REGISTRATION_TIMEOUT_S = 60.0
 _HOST = "127.0.0.1"
+KAFKA_PORT_OFFSET: Final = 10_100  # a broker's KAFKA port from its HTTP port: 9092 -> 19192
 _ZOOKEEPER = "ZooKeeper"  # the name of our ZooKeeper process in exit reports
 CLIENT_USER: Final = "admin"  # the client user `cluster up` makes (docs/security.md)
 EXIT_LOG_LINES = 20
@@ -81,6 +88,7 @@ class BrokerProcess:
     paused: bool = False  # SIGSTOPped: it answers nothing until resumed
     requested_port: int = 0  # the port asked for (base port + index); 0: any port was fine
     tls: bool = False  # an HTTPS listener
+    kafka_port: int | None = None  # the KAFKA listener's port (None: no Kafka listener)
 
     @property
     def moved(self) -> bool:
@@ -102,6 +110,18 @@ class BrokerProcess:
     @property
     def url(self) -> str:
         return f"{'https' if self.tls else 'http'}://{self.address}"
+
+    @property
+    def kafka_address(self) -> str | None:
+        return None if self.kafka_port is None else f"{_HOST}:{self.kafka_port}"
+
+    @property
+    def listeners(self) -> list[str]:
+        """The broker's listeners as Kafka writes them: ``HTTP://127.0.0.1:9092``..."""
+        listeners = [f"{'HTTPS' if self.tls else 'HTTP'}://{self.address}"]
+        if self.kafka_address is not None:
+            listeners.append(f"KAFKA://{self.kafka_address}")
+        return listeners
 
     @property
     def running(self) -> bool:
@@ -191,12 +211,21 @@ class LocalCluster:
         self.secret = self._load_or_make_secret()
         self.client_credential = ClientCredential(CLIENT_USER, self._load_or_make_client_password())
         requested = [self.base_port + index if self.base_port else 0 for index in range(self.brokers)]
-        ports = await _ports(requested)
+        kafka_requested = (
+            []
+            if self.tls
+            else [
+                port + KAFKA_PORT_OFFSET if 0 < port <= 65535 - KAFKA_PORT_OFFSET else 0 for port in requested
+            ]
+        )
+        chosen = await _ports(requested + kafka_requested)
+        ports, kafka_ports = chosen[: self.brokers], chosen[self.brokers :]
         for index, (port, wanted) in enumerate(zip(ports, requested, strict=True)):
             broker_id = index + 1
             self.processes[broker_id] = BrokerProcess(
-                broker_id, port, self.data_dir / f"broker-{broker_id}", requested_port=wanted, tls=self.tls
-            )
+                broker_id, port, self.data_dir / f"broker-{broker_id}", requested_port=wanted, tls=self.tls,
+                kafka_port=kafka_ports[index] if kafka_ports else None,
+            )  # fmt: skip
         if self.tls:
             self.certificates.ensure(list(self.processes))
         if self.zookeeper_connect is None:
@@ -271,7 +300,7 @@ class LocalCluster:
         assert self.zookeeper_connect is not None
         properties = {
             "broker.id": str(broker.broker_id),
-            "listeners": f"{'HTTPS' if self.tls else 'HTTP'}://127.0.0.1:{broker.port}",
+            "listeners": ",".join(broker.listeners),
             **self._tls_properties(broker.broker_id),
             "log.dirs": str(broker.directory / "logs"),
             "zookeeper.connect": self.zookeeper_connect,
@@ -324,7 +353,7 @@ class LocalCluster:
         text = (
             "# Written by `actorlog cluster up`: pass with --command-config, or run from this\n"
             "# directory's parent, where clients find it on their own.\n"
-            f"bootstrap.servers={self.bootstrap_servers}\n"
+            f"bootstrap.servers={self.kafka_bootstrap_servers or self.bootstrap_servers}\n"
             f"{security}"
             "sasl.mechanism=SCRAM-SHA-256\n"
             "sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required "
@@ -427,7 +456,13 @@ class LocalCluster:
 
     @property
     def bootstrap_servers(self) -> str:
+        """The HTTP listeners: what actorlog's own clients and tools connect to."""
         return ",".join(broker.address for broker in self.processes.values())
+
+    @property
+    def kafka_bootstrap_servers(self) -> str:
+        """The KAFKA listeners, for Kafka's clients and tools (empty with ``--tls``)."""
+        return ",".join(b.kafka_address for b in self.processes.values() if b.kafka_address is not None)
 
     @property
     def admin(self) -> ZkCoordinator:
@@ -465,12 +500,14 @@ class LocalCluster:
         return {
             "zookeeper": self.zookeeper_connect,
             "bootstrap_servers": self.bootstrap_servers,
+            "kafka_bootstrap_servers": self.kafka_bootstrap_servers or None,
             "client_properties": str(self.data_dir / "client.properties"),
             "prometheus": self.prometheus_url,
             "brokers": [
                 {
                     "broker_id": broker.broker_id,
                     "endpoint": broker.url,
+                    "listeners": broker.listeners,
                     "pid": broker.process.pid if broker.running and broker.process else None,
                     "log_dir": str(broker.directory / "logs"),
                     "log_file": str(broker.log_path),

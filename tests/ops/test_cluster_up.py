@@ -25,6 +25,7 @@ import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import orjson
 import pytest
@@ -249,9 +250,12 @@ def test_a_taken_port_is_said_and_a_dead_child_is_reported_at_once(
         assert warning.startswith("actorlog cluster: WARNING: port(s) already in use: ")
         assert f"{held_port} (broker 1 is on {first})" in warning
         assert f"use --bootstrap-server localhost:{first}, not localhost:{held_port}" in warning
-        assert str(cluster.data_dir / "client.properties") in warning
+        assert str(cluster.data_dir / "cluster.json") in warning
+        assert f"HTTP://{_HOST}:{first}" in cast("list[str]", cluster.broker_field(1, "listeners"))
+        # client.properties names the Kafka listeners (for Kafka's tools), wherever they ended up.
+        kafka = cast("list[str]", cluster.broker_field(1, "listeners"))[1].removeprefix("KAFKA://")
         properties = (cluster.data_dir / "client.properties").read_text()
-        assert f"bootstrap.servers={_HOST}:{first}," in properties
+        assert f"bootstrap.servers={kafka}," in properties
 
         # The victim is not the controller: the survivor's controlled shutdown then has a
         # controller to ask, instead of retrying until the dead one's session expires.
