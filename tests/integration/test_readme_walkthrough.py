@@ -236,9 +236,13 @@ async def test_the_using_actorlog_examples_work_as_written(workdir: Path, cluste
             script = workdir / "readme_example.py"
             script.write_text(block.text)
             code, out, err = await run(f"python {script.name}", workdir)
-            assert code == 0, f"the README's Python example failed:\n{out}\n{err}"
-            assert re.search(r"^\d+ \d+ b'user-1' b'12\.50'$", out, re.MULTILINE), out
-            ran.append("python example")
+            assert code == 0, f"the README's Python example ({block.section}) failed:\n{out}\n{err}"
+            if block.section == "Kafka clients":
+                assert re.search(r"^kafka-python read 0 b'user-1' b'hello'$", out, re.MULTILINE), out
+                ran.append("Kafka clients example")
+            else:
+                assert re.search(r"^\d+ \d+ b'user-1' b'12\.50'$", out, re.MULTILINE), out
+                ran.append("python example")
             continue
         if block.language != "sh":
             continue
@@ -275,6 +279,7 @@ async def test_the_using_actorlog_examples_work_as_written(workdir: Path, cluste
             ran.append(command)
 
     assert "python example" in ran
+    assert "Kafka clients example" in ran
     assert "JSON API example" in ran
     assert any(c.startswith("actorlog perf produce") for c in ran)
 
