@@ -28,7 +28,7 @@ CONTROL := $(BIN)/actorlog verify run --seeds 1-$(CHAOS_CONTROL_SEEDS) --expect-
 
 .PHONY: all setup os-packages venv fmt lint type test check demo soak bench bench-transport \
         bench-storage bench-producer bench-replication bench-failover bench-rollup dashboards-check \
-        k8s-check sim chaos chaos-controls clean
+        k8s-check sim chaos chaos-controls kafka-jars interop clean
 
 all: check
 
@@ -64,7 +64,7 @@ type: venv
 # three-broker cluster start once): most process tests wait on real time, not on the CPU.
 TEST_WORKERS ?= 2
 test: setup lint type
-	$(REQUIRE) $(BIN)/pytest -m "not slow" -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
+	$(REQUIRE) $(BIN)/pytest -m "not slow and not interop" -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
 
 check: test
 
@@ -115,6 +115,29 @@ dashboards-check: setup
 k8s-check: venv
 	$(BIN)/python k8s/sync.py --check
 	$(BIN)/pytest -m k8s tests/k8s
+
+# `make interop`: Apache Kafka's own Java tools (TopicCommand, the console producer and consumer,
+# ProducerPerformance, GetOffsetShell) run against a real Kafka broker cluster (the harness's own
+# check) and against `actorlog cluster up` (docs/interop.md). Kafka's jars come from Maven Central
+# once (`make kafka-jars`, into KAFKA_LIB; a second run does nothing); `make test` needs neither
+# Maven nor the jars.
+KAFKA_VERSION ?= 3.9.2
+KAFKA_LIB := build/kafka/$(KAFKA_VERSION)/lib
+KAFKA_JARS := $(KAFKA_LIB)/.complete
+
+$(KAFKA_JARS): tools/kafka/pom.xml
+	@bash scripts/ensure-os-packages.sh maven
+	rm -rf $(KAFKA_LIB) $(KAFKA_LIB).partial
+	mvn -B -q -Dstyle.color=never -f tools/kafka/pom.xml -Dkafka.version=$(KAFKA_VERSION) \
+		dependency:copy-dependencies -DoutputDirectory=$(abspath $(KAFKA_LIB)).partial
+	mv $(KAFKA_LIB).partial $(KAFKA_LIB)
+	@touch $@
+
+kafka-jars: $(KAFKA_JARS)
+
+interop: setup kafka-jars
+	ACTORLOG_REQUIRE_INTEROP=1 ACTORLOG_KAFKA_LIB=$(abspath $(KAFKA_LIB)) \
+		$(BIN)/pytest -m interop tests/interop --durations=10 $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -5,10 +5,19 @@
 # examples, which a test runs as written) and Chromium (a headless browser opens the rollup's
 # HTML report in tests/ops/test_report_browser.py; nothing downloads a browser of its own).
 # Runs apt-get update once, before the first install. Safe to run repeatedly.
+#
+# Optional extras, named as arguments, for targets that need more than `make test` does:
+#   maven   Maven (`make interop` fetches Apache Kafka's jars from Maven Central with it).
 set -euo pipefail
 
 missing=()
 command -v java >/dev/null 2>&1 || missing+=(default-jre-headless)
+for extra in "$@"; do
+  case "$extra" in
+    maven) command -v mvn >/dev/null 2>&1 || missing+=(maven) ;;
+    *) echo "error: unknown extra '$extra' (known: maven)" >&2; exit 2 ;;
+  esac
+done
 if [ -z "${ZOOKEEPER_HOME:-}" ] && ! ls /usr/share/java/zookeeper*.jar >/dev/null 2>&1; then
   missing+=(zookeeper)
 fi
