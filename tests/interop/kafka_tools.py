@@ -38,6 +38,7 @@ CONSOLE_PRODUCER: Final = "kafka.tools.ConsoleProducer"
 CONSOLE_CONSUMER: Final = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 PRODUCER_PERFORMANCE: Final = "org.apache.kafka.tools.ProducerPerformance"
 GET_OFFSET_SHELL: Final = "org.apache.kafka.tools.GetOffsetShell"
+CONSUMER_GROUP_COMMAND: Final = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
 
 TOOL_JVM_OPTIONS: Final = ("-Xmx512m", "-XX:+UseSerialGC")
 """A tool is one short-lived client: a small heap, and the one-thread collector on 2 cores."""
@@ -224,6 +225,45 @@ def parse_offsets(stdout: str) -> dict[tuple[str, int], int]:
         topic, partition, offset = line.rsplit(":", 2)
         offsets[topic, int(partition)] = int(offset)
     return offsets
+
+
+@dataclass(frozen=True, slots=True)
+class GroupOffsets:
+    """One row of ConsumerGroupCommand --describe --group G."""
+
+    topic: str
+    partition: int
+    current_offset: int | None  # "-": nothing committed
+    log_end_offset: int
+    lag: int | None
+
+
+def parse_group_describe(stdout: str) -> list[GroupOffsets]:
+    """The rows under ConsumerGroupCommand's header (``GROUP TOPIC PARTITION CURRENT-OFFSET
+    LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID``); the lines before it (such as "Consumer group
+    'G' has no active members.") are skipped."""
+    rows: list[GroupOffsets] = []
+    header: list[str] | None = None
+    for line in stdout.splitlines():
+        fields = line.split()
+        if not fields:
+            continue
+        if fields[0] == "GROUP":
+            header = fields
+            continue
+        if header is None:
+            continue
+        row = dict(zip(header, fields, strict=False))
+        rows.append(
+            GroupOffsets(
+                topic=row["TOPIC"],
+                partition=int(row["PARTITION"]),
+                current_offset=None if row["CURRENT-OFFSET"] == "-" else int(row["CURRENT-OFFSET"]),
+                log_end_offset=int(row["LOG-END-OFFSET"]),
+                lag=None if row["LAG"] == "-" else int(row["LAG"]),
+            )
+        )
+    return rows
 
 
 _PERF_SUMMARY = re.compile(

@@ -11,7 +11,10 @@ Every tool runs as ``java -cp 'lib/*' <main class>`` with the cluster's ``client
 * ``ProducerPerformance`` sends 100,000 records of 100 bytes with acks=all; ``GetOffsetShell``
   then finds exactly 100,000 records in the topic's partitions, and the console consumer reads a
   partition's records back, each the 100 bytes sent;
-* the PLAIN mechanism logs in too, and a wrong password is refused.
+* the PLAIN mechanism logs in too, and a wrong password is refused;
+* the console consumer in a consumer group reads every record and commits, and
+  ``ConsumerGroupCommand --describe`` shows no lag: expected to fail on actorlog until consumer
+  groups exist (issue 16; strict xfail, so the day it passes the mark must go).
 """
 
 from __future__ import annotations
@@ -24,12 +27,14 @@ import pytest
 from tests.interop.kafka_tools import (
     CONSOLE_CONSUMER,
     CONSOLE_PRODUCER,
+    CONSUMER_GROUP_COMMAND,
     GET_OFFSET_SHELL,
     PRODUCER_PERFORMANCE,
     TOPIC_COMMAND,
     KafkaDistribution,
     ToolRun,
     parse_describe,
+    parse_group_describe,
     parse_offsets,
     parse_perf_summary,
     run_tool,
@@ -248,3 +253,54 @@ def test_a_wrong_password_is_refused(
     )
     assert listed.returncode not in (0, None), _message(listed, target)
     assert "SaslAuthenticationException" in listed.stderr + listed.stdout, _message(listed, target)
+
+
+def test_console_consumer_in_a_group_commits_its_offsets(
+    kafka_distribution: KafkaDistribution, target: Target, request: pytest.FixtureRequest
+) -> None:
+    if target.name == "actorlog":
+        request.applymarker(
+            pytest.mark.xfail(
+                strict=True,
+                reason="consumer groups are issue 16: the console consumer in a group stops at "
+                "FindCoordinator ('The node does not support FIND_COORDINATOR') and exits 0",
+            )
+        )
+    topic = group = "interop-group"
+    partitions = 3
+    _create_topic(kafka_distribution, target, topic, partitions=partitions)
+    records = [f"group-record-{i}" for i in range(CONSOLE_RECORDS)]
+    produced = run_tool(
+        kafka_distribution,
+        CONSOLE_PRODUCER,
+        [*target.client_args("--producer.config"), "--topic", topic, "--request-required-acks", "all"],
+        stdin="".join(f"{record}\n" for record in records),
+    )
+    assert produced.ok, _message(produced, target)
+    assert " ERROR " not in produced.stderr, _message(produced, target)
+
+    consumed = run_tool(
+        kafka_distribution,
+        CONSOLE_CONSUMER,
+        [
+            *target.client_args("--consumer.config"), "--topic", topic, "--group", group,
+            "--from-beginning", "--max-messages", str(CONSOLE_RECORDS), "--timeout-ms", "60000",
+        ],
+    )  # fmt: skip
+    assert consumed.ok, _message(consumed, target)
+    # Across partitions there is no order: every record once.
+    assert sorted(consumed.lines) == sorted(records), _message(consumed, target)
+
+    described = run_tool(
+        kafka_distribution, CONSUMER_GROUP_COMMAND, [*target.admin_args, "--describe", "--group", group]
+    )
+    assert described.ok, _message(described, target)
+    rows = parse_group_describe(described.stdout)
+    assert sorted((row.topic, row.partition) for row in rows) == [(topic, p) for p in range(partitions)], (
+        _message(described, target)
+    )
+    assert sum(row.log_end_offset for row in rows) == CONSOLE_RECORDS, _message(described, target)
+    for row in rows:
+        # Auto-commit on close: what was read is committed, and nothing is left to read.
+        assert row.current_offset == row.log_end_offset, _message(described, target)
+        assert row.lag == 0, _message(described, target)
