@@ -2,6 +2,7 @@
 
 What Kubernetes (and ``actorlog cluster up``) runs. With a ``KAFKA://`` listener in ``listeners`` it
 also serves Kafka's binary protocol to clients there (``ops/kafka/``, SASL-authenticated client users;
+over TLS with the broker's keystore when ``listener.security.protocol.map`` says ``KAFKA:SASL_SSL``;
 stopped first at shutdown). The process serves, on its HTTP listener:
 the internal actor endpoints (shared-secret authenticated), ``GET /metrics``, ``GET /healthz``
 (liveness: answers while the event loop is responsive) and ``GET /readyz`` (readiness: registered in
@@ -228,6 +229,7 @@ async def run_broker(
             apis=lambda: kafka_apis,
             users=users,
             max_request_bytes=settings.socket_request_max_bytes,
+            ssl_context=settings.kafka_ssl_context,
         )
         if settings.kafka_listener is not None
         else None
@@ -238,7 +240,12 @@ async def run_broker(
     try:
         if kafka is not None:
             await kafka.start()
-            _log.info("broker %d listening on KAFKA://%s (SASL_PLAINTEXT)", config.broker_id, kafka.address)
+            _log.info(
+                "broker %d listening on KAFKA://%s (%s)",
+                config.broker_id,
+                kafka.address,
+                kafka.security_protocol,
+            )
         if not await _open_session_unless_stopped(coordinator, stop):
             _log.info("broker %d stopped while waiting for ZooKeeper", config.broker_id)
             return

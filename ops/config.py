@@ -26,10 +26,12 @@ Keys beyond ``actors.server.config.BrokerConfig`` and the storage's log defaults
 ``listeners`` (``HTTP://host:port`` or ``HTTPS://host:port``, optionally followed by one
 ``KAFKA://host:port``, Kafka's binary protocol for clients: ``ops.kafka``), ``advertised.listeners``
 (the same names and scheme; a listener it leaves out is advertised as ``listeners`` gives it),
-``listener.security.protocol.map`` (Kafka's key; the defaults ``HTTP:PLAINTEXT``, ``HTTPS:SSL`` and
-``KAFKA:SASL_PLAINTEXT`` are the only values accepted: a Kafka listener always authenticates its
-clients), the TLS keys of an HTTPS listener (``ssl.keystore.location``, ``ssl.keystore.password``,
-``ssl.truststore.location``, ``ssl.endpoint.identification.algorithm``: ``ops.tls``),
+``listener.security.protocol.map`` (Kafka's key: ``HTTP:PLAINTEXT`` and ``HTTPS:SSL`` as the
+scheme says, and ``KAFKA:SASL_PLAINTEXT``, the default, or ``KAFKA:SASL_SSL``, TLS on the Kafka
+listener with the same keystore; PLAINTEXT and SSL are refused for KAFKA: a Kafka listener always
+authenticates its clients with SASL), the TLS keys of an HTTPS or SASL_SSL listener
+(``ssl.keystore.location``, ``ssl.keystore.password``, ``ssl.truststore.location``,
+``ssl.endpoint.identification.algorithm``: ``ops.tls``),
 ``log.dirs`` (one directory), ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``),
 ``internal.auth.secret``, ``broker.rack``, ``socket.request.max.bytes``, ``metrics.snapshot.dir``,
 ``metrics.snapshot.interval.ms``, ``cluster.id``, and the ZooKeeper security keys
@@ -96,11 +98,16 @@ class Listener:
 
 @dataclass(frozen=True, slots=True)
 class KafkaListener:
-    """A ``KAFKA://host:port`` listener: Kafka's binary protocol, SASL-authenticated clients."""
+    """A ``KAFKA://host:port`` listener: Kafka's binary protocol, SASL-authenticated clients, over TLS
+    when ``listener.security.protocol.map`` says ``KAFKA:SASL_SSL``."""
 
     host: str
     port: int
     security_protocol: str = "SASL_PLAINTEXT"
+
+    @property
+    def tls(self) -> bool:
+        return self.security_protocol == "SASL_SSL"
 
     @property
     def connection_string(self) -> str:
@@ -130,6 +137,8 @@ class BrokerSettings:
     # The Kafka protocol listener (``KAFKA://`` in ``listeners``), None when there is none.
     kafka_listener: KafkaListener | None = None
     advertised_kafka_listener: KafkaListener | None = None
+    # The KAFKA listener's server context when it is SASL_SSL (the same keystore), else None.
+    kafka_ssl_context: ssl.SSLContext | None = None
 
     def describe(self) -> list[str]:
         """The effective configuration as ``key = value`` lines, secrets redacted (start-up banner)."""
@@ -273,11 +282,17 @@ def load_broker_settings(
 def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
     _reject_unknown_keys(properties)
     broker = _broker_config(properties)
-    listener, kafka_listener = _listeners(properties.get("listeners", "HTTP://127.0.0.1:9092"), "listeners")
+    kafka_protocol = _kafka_security_protocol(properties.get("listener.security.protocol.map"))
+    listener, kafka_listener = _listeners(
+        properties.get("listeners", "HTTP://127.0.0.1:9092"), "listeners", kafka_protocol=kafka_protocol
+    )
     advertised, advertised_kafka = listener, kafka_listener
     if "advertised.listeners" in properties:
         named, named_kafka = _listeners(
-            properties["advertised.listeners"], "advertised.listeners", http_required=False
+            properties["advertised.listeners"],
+            "advertised.listeners",
+            http_required=False,
+            kafka_protocol=kafka_protocol,
         )
         if named is not None:
             if named.tls != listener.tls:
@@ -296,7 +311,6 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
                 f"advertised.listeners must name a reachable host, not {host!r} "
                 "(set advertised.listeners when listeners binds a wildcard address)"
             )
-    _check_security_protocol_map(properties.get("listener.security.protocol.map"))
     log_dirs = properties.get("log.dirs", properties.get("log.dir"))
     if not log_dirs:
         raise ConfigError("log.dirs is required (the directory where partition logs live)")
@@ -314,7 +328,7 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
             "(brokers authenticate each other's internal requests with it)"
         )
     zookeeper_security = zk_security(properties)
-    server_ssl, client_ssl = _ssl_contexts(properties, listener)
+    server_ssl, client_ssl, kafka_ssl = _ssl_contexts(properties, listener, kafka_listener)
     try:
         log_config = LogConfig.from_broker_properties(properties)
     except ValueError as error:
@@ -341,20 +355,36 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
         client_ssl_context=client_ssl,
         kafka_listener=kafka_listener,
         advertised_kafka_listener=advertised_kafka,
+        kafka_ssl_context=kafka_ssl,
     )
 
 
 def _ssl_contexts(
-    properties: Mapping[str, str], listener: Listener
-) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None]:
-    """An HTTPS listener's contexts, read now so a bad file stops the broker at start."""
-    if not listener.tls:
+    properties: Mapping[str, str], listener: Listener, kafka: KafkaListener | None
+) -> tuple[ssl.SSLContext | None, ssl.SSLContext | None, ssl.SSLContext | None]:
+    """The contexts of the TLS listeners (the HTTPS listener's server and peer contexts, the SASL_SSL
+    KAFKA listener's server context), read now so a bad file stops the broker at start."""
+    kafka_tls = kafka is not None and kafka.tls
+    if not listener.tls and not kafka_tls:
         stray = sorted(BROKER_SSL_KEYS & set(properties))
         if stray:
-            # Set for a reason: serving plain HTTP while the operator believes in TLS is worse.
-            raise ConfigError(f"{', '.join(stray)} set, but listeners is not HTTPS://host:port")
-        return None, None
-    return server_context(properties), client_context(properties)
+            # Set for a reason: serving plain text while the operator believes in TLS is worse.
+            raise ConfigError(
+                f"{', '.join(stray)} set, but listeners is not HTTPS://host:port and has no KAFKA listener "
+                "that listener.security.protocol.map makes SASL_SSL"
+            )
+        return None, None, None
+    kafka_context = (
+        server_context(
+            properties, needed_by="the KAFKA listener, which listener.security.protocol.map makes SASL_SSL"
+        )
+        if kafka_tls
+        else None
+    )
+    if not listener.tls:
+        client_context(properties)  # unused without HTTPS peers, but a bad truststore is still named
+        return None, None, kafka_context
+    return server_context(properties), client_context(properties), kafka_context
 
 
 def _reject_unknown_keys(properties: Mapping[str, str]) -> None:
@@ -388,15 +418,16 @@ def _broker_config(properties: Mapping[str, str]) -> BrokerConfig:
 
 
 @typing.overload
-def _listeners(raw: str, key: str) -> tuple[Listener, KafkaListener | None]: ...
+def _listeners(raw: str, key: str, *, kafka_protocol: str) -> tuple[Listener, KafkaListener | None]: ...
 @typing.overload
 def _listeners(
-    raw: str, key: str, *, http_required: bool
+    raw: str, key: str, *, http_required: bool, kafka_protocol: str
 ) -> tuple[Listener | None, KafkaListener | None]: ...
 def _listeners(
-    raw: str, key: str, *, http_required: bool = True
+    raw: str, key: str, *, http_required: bool = True, kafka_protocol: str
 ) -> tuple[Listener | None, KafkaListener | None]:
-    """``HTTP://h:p`` or ``HTTPS://h:p``, and at most one ``KAFKA://h:p``, comma-separated."""
+    """``HTTP://h:p`` or ``HTTPS://h:p``, and at most one ``KAFKA://h:p`` (speaking
+    ``kafka_protocol``), comma-separated."""
     http: Listener | None = None
     kafka: KafkaListener | None = None
     for part in raw.split(","):
@@ -418,7 +449,7 @@ def _listeners(
         elif name == KAFKA_LISTENER_NAME:
             if kafka is not None:
                 raise ConfigError(f"{key}: one KAFKA listener, got {raw!r}")
-            kafka = KafkaListener(host, port)
+            kafka = KafkaListener(host, port, kafka_protocol)
         else:
             raise ConfigError(
                 f"{key}: only the HTTP and HTTPS listeners (and one KAFKA listener) are supported, "
@@ -433,16 +464,23 @@ def _listeners(
     return http, kafka
 
 
-# Kafka's listener.security.protocol.map, restricted to what each listener here speaks.
-_SECURITY_PROTOCOLS: Final = {"HTTP": "PLAINTEXT", "HTTPS": "SSL", KAFKA_LISTENER_NAME: "SASL_PLAINTEXT"}
+# Kafka's listener.security.protocol.map, restricted to what each listener here can speak (the first
+# is the default). HTTP and HTTPS say their scheme; the KAFKA listener always authenticates with
+# SASL, over TLS (SASL_SSL) or not.
+_SECURITY_PROTOCOLS: Final[Mapping[str, tuple[str, ...]]] = {
+    "HTTP": ("PLAINTEXT",),
+    "HTTPS": ("SSL",),
+    KAFKA_LISTENER_NAME: ("SASL_PLAINTEXT", "SASL_SSL"),
+}
 
 
-def _check_security_protocol_map(raw: str | None) -> None:
-    """``listener.security.protocol.map``: accepted when it says what the listeners speak anyway.
-    A KAFKA listener is SASL_PLAINTEXT: PLAINTEXT (no authentication) is refused, as the HTTP client
-    endpoint refuses an unauthenticated client; SASL_SSL waits for TLS on that listener."""
+def _kafka_security_protocol(raw: str | None) -> str:
+    """``listener.security.protocol.map``: checked entry by entry, and what the KAFKA listener speaks
+    (SASL_PLAINTEXT unless the map says SASL_SSL). PLAINTEXT and SSL (no authentication) are refused
+    for KAFKA, as the HTTP client endpoint refuses an unauthenticated client."""
+    kafka = _SECURITY_PROTOCOLS[KAFKA_LISTENER_NAME][0]
     if raw is None or not raw.strip():
-        return
+        return kafka
     for entry in raw.split(","):
         name, separator, protocol = entry.strip().partition(":")
         name, protocol = name.strip().upper(), protocol.strip().upper()
@@ -451,16 +489,19 @@ def _check_security_protocol_map(raw: str | None) -> None:
                 f"listener.security.protocol.map: expected NAME:PROTOCOL entries for HTTP, HTTPS or KAFKA, "
                 f"got {entry.strip()!r}"
             )
-        if protocol != _SECURITY_PROTOCOLS[name]:
+        allowed = _SECURITY_PROTOCOLS[name]
+        if protocol not in allowed:
             raise ConfigError(
-                f"listener.security.protocol.map: {name} can only be {_SECURITY_PROTOCOLS[name]}, got "
-                f"{protocol!r}"
+                f"listener.security.protocol.map: {name} can only be {' or '.join(allowed)}, got {protocol!r}"
                 + (
-                    " (the Kafka listener always authenticates its clients)"
+                    " (the Kafka listener always authenticates its clients with SASL)"
                     if name == KAFKA_LISTENER_NAME
                     else ""
                 )
             )
+        if name == KAFKA_LISTENER_NAME:
+            kafka = protocol
+    return kafka
 
 
 def _parse_int(key: str, raw: str) -> int:

@@ -3,10 +3,11 @@
 ``security.protocol`` (PLAINTEXT, SASL_PLAINTEXT, SSL, SASL_SSL), ``sasl.mechanism`` (SCRAM-SHA-256 or
 PLAIN: both carry a user name and password, which the brokers check against the user's SCRAM
 credential), ``sasl.jaas.config`` (Java clients' form of the user and password), librdkafka's
-``sasl.username`` / ``sasl.password``, and ``ssl.truststore.location`` /
-``ssl.endpoint.identification.algorithm`` for TLS. The producer and consumer configs accept them so
-that one ``client.properties`` serves every tool; ``ops/clients/connection.py`` turns them into the
-credential. Secrets (``sasl.jaas.config``, ``sasl.password``) are never shown.
+``sasl.username`` / ``sasl.password``, and ``ssl.truststore.location``, ``ssl.truststore.type`` (PEM
+only: Kafka's Java clients need it said) and ``ssl.endpoint.identification.algorithm`` for TLS. The
+producer and consumer configs accept them so that one ``client.properties`` serves every tool;
+``ops/clients/connection.py`` turns them into the credential. Secrets (``sasl.jaas.config``,
+``sasl.password``) are never shown.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ SECURITY_KEYS: Final = frozenset(
         "sasl.username",
         "sasl.password",
         "ssl.truststore.location",
+        "ssl.truststore.type",
         "ssl.endpoint.identification.algorithm",
     }
 )
@@ -31,6 +33,7 @@ SECRET_SECURITY_KEYS: Final = frozenset({"sasl.jaas.config", "sasl.password"})
 _CHOICES: Final = {
     "security.protocol": ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"),
     "sasl.mechanism": ("SCRAM-SHA-256", "PLAIN"),
+    "ssl.truststore.type": ("PEM",),
     "ssl.endpoint.identification.algorithm": ("https", ""),
 }
 

@@ -35,7 +35,8 @@ Rules kept here:
   ``host``/``port`` are the same host and port (Kafka fills them from the PLAINTEXT endpoint).
   An HTTPS listener is ``["HTTPS://host:port"]`` with ``{"HTTPS": "SSL"}`` and, as Kafka writes
   for a broker without a PLAINTEXT endpoint, ``"host": null, "port": -1``. A broker with a Kafka
-  protocol listener lists it second: ``"KAFKA://host:port"`` with ``{"KAFKA": "SASL_PLAINTEXT"}``.
+  protocol listener lists it second: ``"KAFKA://host:port"`` with ``{"KAFKA": "SASL_PLAINTEXT"}``
+  (``"SASL_SSL"`` when it speaks TLS).
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ PERSISTENT_ZK_PATHS: Final[tuple[str, ...]] = (
 
 HTTP_LISTENER_NAME: Final = "HTTP"
 HTTPS_LISTENER_NAME: Final = "HTTPS"
-# Kafka's binary protocol for clients (SASL_PLAINTEXT), beside the HTTP listener (ops/kafka/).
+# Kafka's binary protocol for clients (SASL_PLAINTEXT or SASL_SSL), beside the HTTP listener (ops/kafka/).
 KAFKA_LISTENER_NAME: Final = "KAFKA"
 _LEGAL_TOPIC = re.compile(r"[a-zA-Z0-9._-]{1,249}")
 _SEQUENCE = re.compile(r"[0-9]{10}")

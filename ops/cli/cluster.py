@@ -70,8 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument(
         "--tls",
         action="store_true",
-        help="HTTPS listeners: a CA and broker certificates in DATA_DIR/tls/, clients told SASL_SSL "
-        "with the CA as ssl.truststore.location (needs the openssl command)",
+        help="HTTPS listeners and SASL_SSL Kafka listeners: a CA and broker certificates in DATA_DIR/tls/, "
+        "clients told SASL_SSL with the CA as ssl.truststore.location (needs the openssl command)",
     )
     return parser
 
@@ -205,7 +205,8 @@ def _print_banner(cluster: LocalCluster, controller: int | None) -> None:
         *(
             [
                 f"Kafka's clients and tools: bootstrap.servers={cluster.kafka_bootstrap_servers}",
-                f"  with the SASL settings in {cluster.data_dir / 'client.properties'}",
+                f"  with the {'SASL and TLS' if cluster.tls else 'SASL'} settings in "
+                f"{cluster.data_dir / 'client.properties'}",
             ]
             if cluster.kafka_bootstrap_servers
             else []

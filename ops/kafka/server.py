@@ -11,7 +11,12 @@ Rules kept:
   or a negative one, closes the connection before the body is read. So does a frame the codec cannot
   read, and a request for an API or version not served (only ApiVersions is answered, in the v0
   format, KIP-511). Nothing of such a frame reaches an actor, and the broker carries on.
-* **Authentication first** (``security.protocol=SASL_PLAINTEXT``). Until a client user has
+* **TLS when asked** (``security.protocol=SASL_SSL``): given a server context (the broker's
+  keystore, ``ops/tls.py``), the listener speaks TLS only and a connection exists for it once the
+  handshake is done. A client that speaks plain text, or does not trust the certificate, fails the
+  handshake: its connection is closed and nothing of it is read as a frame (asyncio logs the
+  failure at debug level only). The rest is the same over TLS as without it.
+* **Authentication first** (``SASL_PLAINTEXT`` or ``SASL_SSL``). Until a client user has
   authenticated, a connection gets ApiVersions and SaslHandshake, then SaslAuthenticate (or, after a
   v0 handshake, raw SASL tokens); any other request closes it, as a failed authentication does (after
   its SASL_AUTHENTICATION_FAILED answer). Mechanisms: SCRAM-SHA-256 and PLAIN, against the client
@@ -32,6 +37,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 import struct
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -68,7 +74,8 @@ class ListenerStatistics:
 
 class KafkaListener:
     """``KAFKA://host:port``: serves the APIs of whatever node ``apis()`` returns (None while the
-    node starts: connections are then closed at once, and clients retry)."""
+    node starts: connections are then closed at once, and clients retry); over TLS with
+    ``ssl_context`` (SASL_SSL)."""
 
     def __init__(
         self,
@@ -78,12 +85,14 @@ class KafkaListener:
         apis: Callable[[], KafkaApis | None],
         users: UserStore,
         max_request_bytes: int = 104_857_600,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self._apis = apis
         self._users = users
         self._max_request_bytes = max_request_bytes
+        self._ssl_context = ssl_context
         self._decoy_key = new_decoy_key()
         self._server: asyncio.Server | None = None
         self._connections: set[asyncio.Task[None]] = set()
@@ -93,7 +102,7 @@ class KafkaListener:
         self.closed_for_bad_requests_total = 0
 
     async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port)
+        self._server = await asyncio.start_server(self._accept, self.host, self.port, ssl=self._ssl_context)
         sockets = self._server.sockets
         if sockets and self.port == 0:
             self.port = int(sockets[0].getsockname()[1])
@@ -112,6 +121,11 @@ class KafkaListener:
     @property
     def address(self) -> str:
         return f"{self.host}:{self.port}"
+
+    @property
+    def security_protocol(self) -> str:
+        """Kafka's name for what this listener speaks."""
+        return "SASL_SSL" if self._ssl_context is not None else "SASL_PLAINTEXT"
 
     def statistics(self) -> ListenerStatistics:
         return ListenerStatistics(

@@ -5,9 +5,10 @@ keeps its logs and its credentials)::
 
     DIR/cluster.json            broker ids, listeners (``HTTP://…``, ``KAFKA://…``), pids, ZooKeeper
                                 address (while running)
-    DIR/client.properties       bootstrap.servers (the Kafka listeners) and the client user ``admin``'s
-                                SCRAM credential, as Kafka's clients read it (sasl.jaas.config), for
-                                Kafka's tools and actorlog's own (mode 0600)
+    DIR/client.properties       bootstrap.servers (the Kafka listeners), security.protocol (with --tls
+                                SASL_SSL and the CA as a PEM truststore) and the client user
+                                ``admin``'s SCRAM credential, as Kafka's clients read it
+                                (sasl.jaas.config), for Kafka's tools and actorlog's own (mode 0600)
     DIR/zookeeper/              the embedded ZooKeeper (when no --zookeeper is given)
     DIR/broker-N/server.properties, DIR/broker-N/logs/, DIR/broker-N/broker.log (the broker identity's
                                 internal.auth.secret lives only in server.properties, mode 0600)
@@ -27,10 +28,10 @@ Rules kept:
   command can say so;
 * ``watch`` notices every child (brokers, ZooKeeper, Prometheus) that exits without this cluster
   having stopped it, the moment it does (it waits on the processes, no polling);
-* every broker also has a Kafka protocol listener (``KAFKA://``, SASL_PLAINTEXT), on the HTTP
-  port + 10100 when the ports were asked for (9092 -> 19192), else on one the OS picks; with ``--tls``
-  there is none (the Kafka listener has no TLS yet: its passwords would cross in clear text), and
-  ``bootstrap.servers`` in client.properties names the HTTPS listeners instead;
+* every broker also has a Kafka protocol listener (``KAFKA://``, SASL_PLAINTEXT; with ``--tls``
+  SASL_SSL, ``listener.security.protocol.map=HTTPS:SSL,KAFKA:SASL_SSL``, the broker's keystore), on
+  the HTTP port + 10100 when the ports were asked for (9092 -> 19192), else on one the OS picks;
+  ``bootstrap.servers`` in client.properties names them;
 * stopping is Kafka's: SIGTERM, one broker at a time, so each controlled shutdown can move its
   leaderships to brokers still running; then ZooKeeper and Prometheus stop; nothing is left behind.
   When our ZooKeeper has died no controlled shutdown can succeed, so the brokers stop side by side.
@@ -62,7 +63,7 @@ from ops.local.tls_certs import LocalCertificates
 from ops.local.zookeeper import LocalZooKeeper
 from ops.properties import ConfigError, parse_properties
 from ops.security.users import UserStore
-from ops.tls import SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION, client_context
+from ops.tls import SSL_KEYSTORE_LOCATION, SSL_TRUSTSTORE_LOCATION, SSL_TRUSTSTORE_TYPE, client_context
 from runtime.clock import LoopClock
 from runtime.coordination import WatchEvent
 from runtime.coordination.zk import ZkCoordinator
@@ -73,6 +74,7 @@ ROOT = Path(__file__).resolve().parents[2]
 _REGISTRATION_TIMEOUT_S = 60.0
 _HOST = "127.0.0.1"
 KAFKA_PORT_OFFSET: Final = 10_100  # a broker's KAFKA port from its HTTP port: 9092 -> 19192
+KAFKA_TLS_PROTOCOL: Final = "SASL_SSL"  # the KAFKA listeners' security protocol with --tls
 _ZOOKEEPER = "ZooKeeper"  # the name of our ZooKeeper process in exit reports
 CLIENT_USER: Final = "admin"  # the client user `cluster up` makes (docs/security.md)
 EXIT_LOG_LINES = 20
@@ -211,20 +213,16 @@ class LocalCluster:
         self.secret = self._load_or_make_secret()
         self.client_credential = ClientCredential(CLIENT_USER, self._load_or_make_client_password())
         requested = [self.base_port + index if self.base_port else 0 for index in range(self.brokers)]
-        kafka_requested = (
-            []
-            if self.tls
-            else [
-                port + KAFKA_PORT_OFFSET if 0 < port <= 65535 - KAFKA_PORT_OFFSET else 0 for port in requested
-            ]
-        )
+        kafka_requested = [
+            port + KAFKA_PORT_OFFSET if 0 < port <= 65535 - KAFKA_PORT_OFFSET else 0 for port in requested
+        ]
         chosen = await _ports(requested + kafka_requested)
         ports, kafka_ports = chosen[: self.brokers], chosen[self.brokers :]
         for index, (port, wanted) in enumerate(zip(ports, requested, strict=True)):
             broker_id = index + 1
             self.processes[broker_id] = BrokerProcess(
                 broker_id, port, self.data_dir / f"broker-{broker_id}", requested_port=wanted, tls=self.tls,
-                kafka_port=kafka_ports[index] if kafka_ports else None,
+                kafka_port=kafka_ports[index],
             )  # fmt: skip
         if self.tls:
             self.certificates.ensure(list(self.processes))
@@ -340,15 +338,24 @@ class LocalCluster:
         if not self.tls:
             return {}
         return {
+            # Kafka's model: the listener name KAFKA, its security protocol from the map.
+            "listener.security.protocol.map": f"HTTPS:SSL,{zk_data.KAFKA_LISTENER_NAME}:{KAFKA_TLS_PROTOCOL}",
             SSL_KEYSTORE_LOCATION: str(self.certificates.keystore_path(broker_id)),
             SSL_TRUSTSTORE_LOCATION: str(self.certificates.ca_path),
         }
 
+    @property
+    def kafka_security_protocol(self) -> str:
+        """What the KAFKA listeners speak: SASL_SSL with ``--tls``, else SASL_PLAINTEXT."""
+        return KAFKA_TLS_PROTOCOL if self.tls else "SASL_PLAINTEXT"
+
     def _write_client_properties(self) -> None:
-        security = (
-            f"security.protocol=SASL_SSL\n{SSL_TRUSTSTORE_LOCATION}={self.certificates.ca_path}\n"
+        # ssl.truststore.type=PEM: Kafka's Java clients read a PEM truststore only when told (JKS is
+        # their default); kafka-python and librdkafka take the same file as ssl_cafile / ssl.ca.location.
+        security = f"security.protocol={self.kafka_security_protocol}\n" + (
+            f"{SSL_TRUSTSTORE_LOCATION}={self.certificates.ca_path}\n{SSL_TRUSTSTORE_TYPE}=PEM\n"
             if self.tls
-            else "security.protocol=SASL_PLAINTEXT\n"
+            else ""
         )
         text = (
             "# Written by `actorlog cluster up`: pass with --command-config, or run from this\n"
@@ -461,7 +468,7 @@ class LocalCluster:
 
     @property
     def kafka_bootstrap_servers(self) -> str:
-        """The KAFKA listeners, for Kafka's clients and tools (empty with ``--tls``)."""
+        """The KAFKA listeners, for Kafka's clients and tools."""
         return ",".join(b.kafka_address for b in self.processes.values() if b.kafka_address is not None)
 
     @property
@@ -501,6 +508,7 @@ class LocalCluster:
             "zookeeper": self.zookeeper_connect,
             "bootstrap_servers": self.bootstrap_servers,
             "kafka_bootstrap_servers": self.kafka_bootstrap_servers or None,
+            "kafka_security_protocol": self.kafka_security_protocol,
             "client_properties": str(self.data_dir / "client.properties"),
             "prometheus": self.prometheus_url,
             "brokers": [

@@ -55,7 +55,11 @@ def test_advertised_listeners_name_each_listener_or_leave_it_as_it_listens() -> 
         ({"listeners": "HTTP://h:1,SASL_PLAINTEXT://h:2"}, "only the HTTP and HTTPS listeners"),
         ({"listeners": "HTTP://h:1", "advertised.listeners": "KAFKA://h:2"}, "does not have"),
         ({"listener.security.protocol.map": "KAFKA:PLAINTEXT"}, "always authenticates"),
-        ({"listener.security.protocol.map": "KAFKA:SASL_SSL"}, "KAFKA can only be SASL_PLAINTEXT"),
+        ({"listener.security.protocol.map": "KAFKA:SSL"}, "KAFKA can only be SASL_PLAINTEXT or SASL_SSL"),
+        (
+            {"listener.security.protocol.map": "KAFKA:SASL_SSL"},
+            "ssl.keystore.location is required for the KAFKA",
+        ),
         ({"listener.security.protocol.map": "CLIENT:SSL"}, "NAME:PROTOCOL"),
     ],
 )
