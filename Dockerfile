@@ -60,8 +60,9 @@ RUN groupadd --system --gid 10001 actorlog \
 COPY --from=build /opt/venv /opt/venv
 USER 10001:10001
 WORKDIR /var/lib/actorlog
-# The broker's one HTTP listener (listeners=HTTP://0.0.0.0:9092 in k8s/base/server.properties).
-EXPOSE 9092
+# The broker's HTTP listener and its Kafka listener for Kafka's clients
+# (listeners=HTTP://0.0.0.0:9092,KAFKA://0.0.0.0:19092 in k8s/base/server.properties).
+EXPOSE 9092 19092
 ENTRYPOINT ["actorlog"]
 CMD ["--help"]
 

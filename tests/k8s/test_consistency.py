@@ -216,6 +216,39 @@ def test_broker_configuration_loads_through_the_real_loader(
     assert len(brokers) >= 3 * len(rendered)
 
 
+def test_brokers_serve_kafka_clients_on_the_kafka_port_of_both_services(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
+) -> None:
+    """The KAFKA listener: bound on the container port named kafka, advertised under the pod's name in
+    the headless Service on that port, reachable through both Services, and SASL_SSL exactly where
+    the HTTP listener is HTTPS (with its own TLS context), SASL_PLAINTEXT elsewhere."""
+    for running in broker_pods(rendered):
+        docs = rendered[running.overlay]
+        settings = load(running, docs, tmp_path, issued)
+        kafka, advertised = settings.kafka_listener, settings.advertised_kafka_listener
+        assert kafka is not None, f"{running.overlay}: no KAFKA listener"
+        assert advertised is not None
+        assert kafka.port == _port(running.container, "kafka") != settings.listener.port
+        assert (advertised.host, advertised.port) == (settings.advertised_listener.host, kafka.port)
+        services = [
+            s
+            for s in manifests.of_kind(docs, "Service")
+            if manifests.selector_matches(s["spec"]["selector"], running.pod.labels)
+        ]
+        assert {s["metadata"]["name"] for s in services} == {"actorlog-brokers", "actorlog-bootstrap"}
+        for service in services:
+            assert {"name": "kafka", "port": kafka.port, "targetPort": "kafka"} in service["spec"]["ports"], (
+                f"{running.overlay}: Service {service['metadata']['name']} has no Kafka port"
+            )
+        tls = settings.listener.tls
+        assert (
+            advertised.security_protocol
+            == kafka.security_protocol
+            == ("SASL_SSL" if tls else "SASL_PLAINTEXT")
+        )
+        assert (settings.kafka_ssl_context is not None) == tls, running.overlay
+
+
 def test_brokers_secure_their_znodes_with_a_password_from_a_secret(
     rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
 ) -> None:
@@ -440,7 +473,8 @@ def test_snapshot_exporter_bootstraps_from_the_client_service(rendered: dict[str
             service = manifests.named(docs, "Service", host)
             assert manifests.selector_matches(service["spec"]["selector"], broker_labels)
             assert "clusterIP" not in service["spec"], "the client Service routes to ready brokers only"
-            assert int(port) in {p["port"] for p in service["spec"]["ports"]}
+            # actorlog's own clients speak HTTP: the Service's http port, not its kafka one.
+            assert int(port) in {p["port"] for p in service["spec"]["ports"] if p["targetPort"] == "http"}
             checked += 1
     assert checked
 

@@ -151,12 +151,13 @@ def test_dockerignore_keeps_local_state_out() -> None:
     assert not dockerfile.excluded("ops/cli/main.py", patterns)
 
 
-def test_exposed_port_is_the_listener_port(parsed: dockerfile.Dockerfile) -> None:
+def test_exposed_ports_are_the_listener_ports(parsed: dockerfile.Dockerfile) -> None:
     properties = parse_properties((manifests.K8S / "base" / "server.properties").read_text())
-    port = int(properties["listeners"].rpartition(":")[2])
+    ports = [listener.rpartition(":")[2] for listener in properties["listeners"].split(",")]
+    assert len(ports) == 2, "the HTTP listener and the KAFKA listener"
     exposed = _effective(parsed, "broker", "EXPOSE")
     assert exposed is not None
-    assert exposed.arguments.split() == [str(port)]
+    assert exposed.arguments.split() == ports
 
 
 def test_readme_build_commands_name_the_targets_and_images(parsed: dockerfile.Dockerfile) -> None:

@@ -244,6 +244,19 @@ def test_brokers_accept_peers_the_exporter_prometheus_and_labelled_clients(
         assert egress_allowed(docs, broker, _one(everyone, "zookeeper"), 2181)
 
 
+def test_only_labelled_clients_reach_the_brokers_kafka_port(rendered: dict[str, list[Doc]]) -> None:
+    """Kafka's binary protocol is for Kafka's clients: brokers, the exporter and Prometheus speak HTTP."""
+    for overlay, docs, everyone in _overlays(rendered):
+        broker = _one(everyone, "broker")
+        port = _container_ports(docs, "broker")["kafka"]
+        admitted = {pod.role for pod in everyone if connects(docs, pod, broker, port)}
+        assert admitted == {"client"}, overlay
+        # The label is what opens it, in any namespace; without it, even in this namespace, nothing.
+        client = _one(everyone, "client")
+        assert connects(docs, Pod("client", broker.namespace, client.labels), broker, port), overlay
+        assert not connects(docs, Pod("stranger", OTHER_NAMESPACE, {"app": "orders"}), broker, port), overlay
+
+
 # --- ZooKeeper's four-letter words -------------------------------------------------------------
 
 

@@ -6,8 +6,10 @@ pods' volumes, and the brokers' configuration is loaded through the real loader 
 ``ssl.keystore.location`` and ``ssl.truststore.location`` are the files cert-manager writes. Then real
 TLS handshakes: a broker's listener context against another broker's client context at every
 advertised name, the exporter's (from the client.properties its init container writes) and the
-broker pods' tools' against the bootstrap Service's name. The certificate must name every host a
-broker advertises, at any ordinal, and the names must follow the overlay's namespace.
+broker pods' tools' against the bootstrap Service's name, and a Kafka client's (the CA of the
+Secret, as k8s/README.md tells users to fetch it) against each broker's SASL_SSL Kafka listener.
+The certificate must name every host a broker advertises, at any ordinal, and the names must follow
+the overlay's namespace.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import yaml
 from ops.clients.connection import load_client_properties, resolve_ssl_context
 from ops.config import BrokerSettings
 from ops.snapshots import parse_bootstrap_servers
+from ops.tls import client_context
 from tests.k8s import cert_manager, manifests
 from tests.k8s.manifests import POD_INDEX_LABEL, Doc, PodIdentity
 from tests.k8s.test_client_users import exporter_pods
@@ -103,6 +106,11 @@ def test_only_the_tls_overlay_serves_https_with_kafkas_keys(
         files = pod_files(running, rendered[running.overlay], issued, tmp_path)
         keystore = files.local("broker", running.env["ACTORLOG_CFG_SSL_KEYSTORE_LOCATION"]).read_bytes()
         assert keystore.startswith(b"-----BEGIN PRIVATE KEY-----"), "PKCS#8, as Kafka's PEM keystore wants"
+        # Kafka's clients get TLS too: the KAFKA listener is SASL_SSL with the same keystore.
+        assert running.env["ACTORLOG_CFG_LISTENER_SECURITY_PROTOCOL_MAP"] == "HTTPS:SSL,KAFKA:SASL_SSL"
+        assert settings.kafka_listener is not None
+        assert settings.kafka_listener.security_protocol == "SASL_SSL"
+        assert settings.kafka_ssl_context is not None
 
 
 def test_the_issuers_chain_from_a_self_signed_ca_to_the_brokers_certificate(
@@ -134,7 +142,8 @@ def test_the_issuers_chain_from_a_self_signed_ca_to_the_brokers_certificate(
 def _covered_hosts(docs: list[Doc], settings: BrokerSettings, running: RunningContainer) -> list[str]:
     """The names brokers are reached by: advertised, and the bootstrap Services' in every form."""
     namespace = running.pod.namespace
-    hosts = [settings.advertised_listener.host]
+    assert settings.advertised_kafka_listener is not None
+    hosts = [settings.advertised_listener.host, settings.advertised_kafka_listener.host]
     for service in manifests.of_kind(docs, "Service"):
         if "clusterIP" not in service["spec"] and manifests.selector_matches(
             service["spec"]["selector"], running.pod.labels
@@ -212,6 +221,35 @@ def test_brokers_and_clients_verify_the_issued_certificate(
         for url in parse_bootstrap_servers(arguments.bootstrap_server, tls=True):
             host = url.removeprefix("https://").rpartition(":")[0]
             _handshake(listening, context, host)
+
+
+def test_kafka_clients_verify_the_kafka_listener_with_the_secrets_ca(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
+) -> None:
+    """A Kafka client outside the brokers trusts ca.crt of the brokers' Secret (k8s/README.md shows
+    how to fetch it) and reaches each broker's SASL_SSL listener at its advertised name, after
+    bootstrapping from the bootstrap Service, in every form the certificate must hold."""
+    checked = 0
+    for running, settings in _tls_brokers(rendered, tmp_path, issued):
+        docs = rendered[running.overlay]
+        secret = _broker_certificate(docs, running)["spec"]["secretName"]
+        ca = tmp_path / f"{running.overlay}-{running.pod.name}-ca.crt"
+        ca.write_bytes(issued[running.overlay][secret]["ca.crt"])
+        client = client_context({"ssl.truststore.location": str(ca), "ssl.truststore.type": "PEM"})
+        assert settings.kafka_ssl_context is not None
+        assert settings.advertised_kafka_listener is not None
+        namespace = running.pod.namespace
+        for host in (
+            settings.advertised_kafka_listener.host,
+            "actorlog-bootstrap",
+            f"actorlog-bootstrap.{namespace}.svc",
+            f"actorlog-bootstrap.{namespace}.svc.cluster.local",
+        ):
+            assert _handshake(settings.kafka_ssl_context, client, host) in ("TLSv1.2", "TLSv1.3")
+            checked += 1
+        with pytest.raises(ssl.SSLCertVerificationError):
+            _handshake(settings.kafka_ssl_context, client, "kafka.example.com")
+    assert checked
 
 
 def test_only_broker_pods_get_the_private_key(rendered: dict[str, list[Doc]], issued: IssuedSecrets) -> None:
