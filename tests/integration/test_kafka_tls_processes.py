@@ -3,10 +3,11 @@
 One ``cluster up --tls`` of two broker processes (on the session's ZooKeeper) serves the module.
 Its ``client.properties`` is read as Kafka's clients read theirs: ``bootstrap.servers`` (the KAFKA
 listeners), ``security.protocol=SASL_SSL``, the CA as ``ssl.truststore.location`` (PEM, which
-kafka-python takes as ``ssl_cafile`` and librdkafka as ``ssl.ca.location``) and the SCRAM user.
-kafka-python and confluent-kafka each create a topic (2 partitions, RF 2), produce idempotently
-with acks=all, and read every record back once, in order, by assigning the partitions; the Metadata
-they get names both brokers at their KAFKA listeners (registrations carry SASL_SSL, the controller
+kafka-python takes as ``ssl_cafile``, aiokafka in an ``ssl_context`` and librdkafka as
+``ssl.ca.location``) and the SCRAM user. kafka-python, aiokafka and confluent-kafka each produce
+idempotently with acks=all to a topic (2 partitions, RF 2) and read every record back once, in
+order, by assigning the partitions; the Metadata they get names both brokers at their KAFKA
+listeners (registrations carry SASL_SSL, the controller
 passes them on). A client trusting another CA refuses the brokers' certificate; a plain-text client
 fails against the TLS port without harming the broker, which serves the next client.
 """
@@ -43,6 +44,9 @@ with warnings.catch_warnings():
     import kafka.errors
     from kafka.protocol.metadata.api_versions import ApiVersionsRequest as KpApiVersionsRequest
 
+import aiokafka
+import aiokafka.admin
+import aiokafka.helpers
 import confluent_kafka
 import confluent_kafka.admin
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
@@ -80,6 +84,15 @@ class TlsCluster:
             "sasl_plain_username": USER,
             "sasl_plain_password": self.password,
             **extra,
+        }
+
+    def aiokafka(self, **extra: Any) -> dict[str, Any]:
+        options = self.kafka_python(**extra)
+        del options["ssl_cafile"]
+        return {
+            **options,
+            "bootstrap_servers": self.bootstrap,
+            "ssl_context": aiokafka.helpers.create_ssl_context(cafile=self.ca),
         }
 
     def librdkafka(self, **extra: Any) -> dict[str, Any]:
@@ -219,6 +232,41 @@ def test_kafka_python_over_tls(cluster: TlsCluster) -> None:
         admin.delete_topics([topic])
     finally:
         admin.close()
+
+
+@pytest.mark.asyncio
+async def test_aiokafka_over_tls(cluster: TlsCluster) -> None:
+    topic = "aiokafka-tls"
+    admin = aiokafka.admin.AIOKafkaAdminClient(**cluster.aiokafka())
+    await admin.start()
+    try:
+        await admin.create_topics([aiokafka.admin.NewTopic(topic, PARTITIONS, BROKERS)])
+        producer = aiokafka.AIOKafkaProducer(**cluster.aiokafka(enable_idempotence=True, acks="all"))
+        await producer.start()
+        try:
+            sent = [
+                await producer.send(topic, key=key, value=value) for key, value in expected_records(topic)
+            ]
+            await producer.flush()
+            assert min([(await future).offset for future in sent]) == 0
+            assert producer._txn_manager.producer_id >= 0  # idempotent
+        finally:
+            await producer.stop()
+        consumer = aiokafka.AIOKafkaConsumer(**cluster.aiokafka(group_id=None, enable_auto_commit=False))
+        await consumer.start()
+        try:
+            consumer.assign([aiokafka.TopicPartition(topic, p) for p in range(PARTITIONS)])
+            await consumer.seek_to_beginning()
+            read: list[tuple[int, int, bytes]] = []
+            while len(read) < RECORDS:
+                for batch in (await consumer.getmany(timeout_ms=10_000)).values():
+                    read += [(r.partition, r.offset, r.value or b"") for r in batch]
+        finally:
+            await consumer.stop()
+        check_read_back(topic, read)
+        await admin.delete_topics([topic])
+    finally:
+        await admin.close()
 
 
 def test_confluent_kafka_over_tls(cluster: TlsCluster) -> None:
