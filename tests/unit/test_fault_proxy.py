@@ -438,6 +438,7 @@ async def test_tls_passes_through_the_proxy_and_the_host_name_is_verified_end_to
         server_side = HttpTransport(codec, secret="proxy-secret", resolve=addresses.get)
         b = await stack.enter_async_context(ActorSystem("b", transport=server_side))
         echo = b.spawn("echo", EchoActor)
+        proxies: list[FaultProxy] = []
         for broker_id in (1, 2):
             keystore = {SSL_KEYSTORE_LOCATION: str(certificates.keystore_path(broker_id))}
             server = HttpServer(
@@ -450,8 +451,8 @@ async def test_tls_passes_through_the_proxy_and_the_host_name_is_verified_end_to
             proxy = FaultProxy(("127.0.0.1", server.port), host="127.0.0.11", name=f"broker-{broker_id}")
             await stack.enter_async_context(proxy)
             addresses[f"b{broker_id}"] = f"https://127.0.0.11:{proxy.port}"
-            if broker_id == 1:
-                named = proxy
+            proxies.append(proxy)
+        named = proxies[0]  # broker 1's, whose certificate names its address
         client_side = HttpTransport(
             codec, secret="proxy-secret", resolve=addresses.get, source_host="127.0.0.5", ssl_context=trust
         )
