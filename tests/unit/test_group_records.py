@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import struct
 from collections.abc import Callable
 
 import pytest
@@ -45,7 +46,7 @@ from actors.group.records import (
 )
 from runtime.storage.compression import CompressionType
 from runtime.storage.record_builder import SimpleRecord, build_batch
-from runtime.storage.records import iterate_batches
+from runtime.storage.records import CRC_OFFSET, RECORD_BATCH_OVERHEAD, compute_crc, iterate_batches
 
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "0"))
 
@@ -504,6 +505,21 @@ def test_batches_with_foreign_or_corrupt_records_raise_group_record_errors() -> 
         list(iterate_group_records(bytes(corrupt)))
     with pytest.raises(ValueError, match="at least one record"):
         build_group_batch([], timestamp_ms=1)
+
+
+@given(st.lists(group_records, min_size=1, max_size=3), st.data())
+@fast(200)
+def test_mutated_batches_with_a_valid_crc_raise_only_group_record_errors(
+    records: list[GroupRecord], data: st.DataObject
+) -> None:
+    # A batch whose record area is damaged but whose CRC still matches (recomputed): the framing and
+    # record decoding below the group codec must not leak another exception either.
+    batch = bytearray(build_group_batch(records, timestamp_ms=1))
+    for _ in range(data.draw(st.integers(1, 3))):
+        batch[data.draw(st.integers(RECORD_BATCH_OVERHEAD, len(batch) - 1))] = data.draw(st.integers(0, 255))
+    struct.pack_into(">I", batch, CRC_OFFSET, compute_crc(batch, 0, len(batch)))
+    with contextlib.suppress(GroupRecordError):
+        list(iterate_group_records(bytes(batch)))
 
 
 # ------------------------------------------------------------------------------ partition_for
