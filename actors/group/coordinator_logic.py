@@ -534,8 +534,18 @@ class GroupCoordinatorLogic:
         now_ms: int,
     ) -> None:
         member.supported_protocols = protocols
+        self._supersede_join(member)
         member.awaiting_join = reply_to
         self._maybe_prepare_rebalance(group, now_ms)
+
+    def _supersede_join(self, member: MemberMetadata) -> None:
+        """A member that sends a second JoinGroup while one is parked replaces it. Kafka silently drops the
+        old callback (its connection is gone: a client only retries after its request timed out); here the
+        old request is answered REBALANCE_IN_PROGRESS so that no request is held forever
+        (docs/consumer-groups.md §3.4)."""
+        if member.awaiting_join is not None:
+            self._reply(member.awaiting_join, _join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS))
+            member.awaiting_join = None
 
     def _maybe_prepare_rebalance(self, group: GroupMetadata, now_ms: int) -> None:
         if group.can_rebalance:
@@ -657,6 +667,8 @@ class GroupCoordinatorLogic:
                 case GroupState.PREPARING_REBALANCE:
                     self._reply(reply_to, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
                 case GroupState.COMPLETING_REBALANCE:
+                    if member.awaiting_sync is not None:
+                        self._reply(member.awaiting_sync, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
                     member.awaiting_sync = reply_to
                     if group.is_leader(member.member_id):
                         assignment = {m: request.assignments.get(m, b"") for m in group.members}
