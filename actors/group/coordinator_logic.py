@@ -14,20 +14,21 @@ House rules
 
 Theory of operation (docs/consumer-groups.md)
 --------------------------------------------
-* Ownership (§1): group G lives on offsets partition ``abs(hashCode(G)) % offsets.topic.num.partitions``.
-  Requests for a partition being loaded get COORDINATOR_LOAD_IN_PROGRESS; for one not led here,
-  NOT_COORDINATOR.
-* Join (§3): the first join of an Empty group waits ``group.initial.rebalance.delay.ms``, extended while
-  new members keep arriving, up to the rebalance timeout (InitialDelayedJoin); a later rebalance
-  completes as soon as every known member has rejoined, or at the rebalance timeout (DelayedJoin).
-  Completion drops the members that did not rejoin, bumps the generation, picks the protocol, and
-  answers every parked join (the leader gets the members' metadata).
-* Sync (§4): the leader's assignment is appended; once stored, every parked SyncGroup is answered
-  and the group is Stable.
-* Liveness (§5): each member's session timer restarts on heartbeat, sync and commit; when it lapses
-  the member is removed and the group rebalances.
-* Commits (§6): validated as Kafka's ``handleCommitOffsets`` does, stored, answered once replicated.
-* Retention (§6.3): KIP-211, on a periodic timer.
+* Ownership (docs/consumer-groups.md §1): group G lives on offsets partition
+  ``abs(hashCode(G)) % offsets.topic.num.partitions``. Requests for a partition being loaded get
+  COORDINATOR_LOAD_IN_PROGRESS; for one not led here, NOT_COORDINATOR.
+* Join (docs/consumer-groups.md §3): the first join of an Empty group waits
+  ``group.initial.rebalance.delay.ms``, extended while new members keep arriving, up to the rebalance
+  timeout (InitialDelayedJoin); a later rebalance completes as soon as every known member has rejoined,
+  or at the rebalance timeout (DelayedJoin). Completion drops the members that did not rejoin, bumps
+  the generation, picks the protocol, and answers every parked join (the leader gets the members'
+  metadata).
+* Sync (docs/consumer-groups.md §4): the leader's assignment is appended; once stored, every parked
+  SyncGroup is answered and the group is Stable.
+* Liveness (docs/consumer-groups.md §5): each member's session timer restarts on heartbeat, sync and
+  commit; when it lapses the member is removed and the group rebalances.
+* Commits (docs/consumer-groups.md §6): validated as Kafka's ``handleCommitOffsets`` does, stored,
+  answered once replicated; retention follows KIP-211 on a periodic timer (docs/consumer-groups.md §6.3).
 
 Left out: static membership (KIP-345, ``group.instance.id``), transactional offset commits,
 OffsetDelete (KIP-496).
