@@ -89,7 +89,7 @@ from actors.group.protocol import (
     SyncGroupResult,
     TimerKey,
 )
-from actors.server.fetcher.fetcher_id import java_string_hash_code, kafka_abs
+from actors.group.records import partition_for
 
 __all__ = ["GroupConfig", "GroupCoordinatorLogic", "partition_for"]
 
@@ -113,11 +113,6 @@ class GroupConfig:
     offsets_retention_check_interval_ms: int = 600_000
     offset_metadata_max_bytes: int = 4096
     new_member_join_timeout_ms: int = NEW_MEMBER_JOIN_TIMEOUT_MS
-
-
-def partition_for(group_id: str, offsets_topic_num_partitions: int) -> int:
-    """The ``__consumer_offsets`` partition of a group: ``Utils.abs(groupId.hashCode) % partitions``."""
-    return kafka_abs(java_string_hash_code(group_id)) % offsets_topic_num_partitions
 
 
 class _Api(enum.Enum):

@@ -58,6 +58,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from actors.server.fetcher.fetcher_id import java_string_hash_code as java_string_hash
+from actors.server.fetcher.fetcher_id import kafka_abs
 from runtime.errors import StorageError
 from runtime.storage.compression import CompressionType
 from runtime.storage.record_builder import SimpleRecord, build_batch
@@ -588,20 +590,9 @@ def iterate_group_records(
 # -- placement -------------------------------------------------------------------------------------
 
 
-def java_string_hash(value: str) -> int:
-    """Java's ``String.hashCode``: s[0]*31^(n-1) + ... + s[n-1] over UTF-16 code units, as a
-    signed 32-bit int (a character outside the BMP counts as its two surrogates)."""
-    units = value.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for index in range(0, len(units), 2):
-        h = (31 * h + (units[index] << 8 | units[index + 1])) & 0xFFFFFFFF
-    return h - 2**32 if h >= 2**31 else h
-
-
 def partition_for(group_id: str, num_partitions: int) -> int:
     """The ``__consumer_offsets`` partition of ``group_id`` (Kafka's ``partitionFor``:
     ``Utils.abs(groupId.hashCode) % offsets.topic.num.partitions``, where abs(MIN_VALUE) is 0)."""
     if num_partitions <= 0:
         raise ValueError(f"num_partitions must be positive, not {num_partitions}")
-    h = java_string_hash(group_id)
-    return (0 if h == -(2**31) else abs(h)) % num_partitions
+    return kafka_abs(java_string_hash(group_id)) % num_partitions

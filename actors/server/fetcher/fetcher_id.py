@@ -20,7 +20,8 @@ def to_int32(value: int) -> int:
 
 def java_string_hash_code(text: str) -> int:
     """Java's ``String.hashCode``: s[0]·31^(n−1) + … + s[n−1] over UTF-16 code units, in int."""
-    encoded = text.encode("utf-16-be")
+    # surrogatepass: a lone surrogate is one code unit to Java, not an encoding error.
+    encoded = text.encode("utf-16-be", "surrogatepass")
     result = 0
     for index in range(0, len(encoded), 2):
         code_unit = (encoded[index] << 8) | encoded[index + 1]
