@@ -24,7 +24,7 @@ Deliberate choices:
 * A read error (the partition moved, a timeout) retries the read after ``LOAD_RETRY_BACKOFF_MS``;
   bytes that do not decode as group records stop the load: the partition keeps answering
   COORDINATOR_LOAD_IN_PROGRESS rather than serve groups with state it could not read (Kafka 2.4
-  logs the error and serves what it has). A re-election starts a fresh load.
+  logs the error and marks the partition loaded anyway). A re-election starts a fresh load.
 * A record that cannot be encoded (a string over 32767 UTF-8 bytes) fails its append at once with
   MESSAGE_TOO_LARGE, which the logic maps like a produce error.
 * Nothing is accepted from other nodes (``remote_asks``/``remote_tells`` empty): the Kafka listener
@@ -652,7 +652,10 @@ class GroupCoordinatorActor(Actor[GroupCoordinatorMessage]):
         if known_epoch is not None and message.leader_epoch < known_epoch:
             return  # a stale notification
         self._leader_epochs[partition] = message.leader_epoch
-        if partition in self._logic.owned_partitions or partition in self._loads:
+        stopped = self._loads.get(partition)
+        if stopped is not None and stopped.failed:
+            del self._loads[partition]  # its bytes did not decode: this election reads them afresh
+        elif partition in self._logic.owned_partitions or partition in self._loads:
             return  # loaded or loading already (Kafka's addLoadingPartition)
         self._carry_out(ctx, self._logic.on_election(partition))
         self._next_load_id += 1

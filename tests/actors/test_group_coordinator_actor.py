@@ -569,7 +569,8 @@ def test_a_failed_read_is_retried_after_the_backoff() -> None:
 
 def test_a_corrupt_batch_keeps_the_partition_loading() -> None:
     log = _written_log()
-    broken = bytearray(log.batches[0][1])
+    original = log.batches[0][1]
+    broken = bytearray(original)
     broken[-1] ^= 0xFF  # the CRC no longer matches
     log.batches[0][1] = bytes(broken)
     c = Coordinator(log, partitions=1)
@@ -577,6 +578,9 @@ def test_a_corrupt_batch_keeps_the_partition_loading() -> None:
     assert c.fetch("g", TP0).error is ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
     assert c.actor.statistics().load_corrupt_total == 1
     assert not log.reads, "no retry: the same bytes would fail again"
+    log.batches[0][1] = original
+    c.elect(0, epoch=2)  # a new election reads afresh
+    assert c.fetch("g", TP0).offsets[TP0].offset == 11
 
 
 # ------------------------------------------------------------------------------------ resignation
