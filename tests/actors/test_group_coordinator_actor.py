@@ -9,6 +9,7 @@ decides (replies to parked asks, timers, encoded appends, loading, unloading).
 
 from __future__ import annotations
 
+import asyncio
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -64,12 +65,16 @@ from actors.group.records import (
     iterate_group_records,
     offset_commit_value,
 )
+from runtime.activity import Activity
+from runtime.actor import Actor
 from runtime.clock import ManualClock
 from runtime.context import Context
 from runtime.effects import Effect
 from runtime.messages import AskTimedOut, PeerUnavailable, Requester, UnknownActor
+from runtime.ref import ActorRef
 from runtime.storage.records import iterate_batches
-from runtime.testkit import BehaviorTestKit
+from runtime.system import ActorSystem
+from runtime.testkit import BehaviorTestKit, advance
 
 GROUP = "g"
 SESSION_MS = 10_000
@@ -645,3 +650,111 @@ def test_member_ids_come_from_the_nodes_seeded_generator() -> None:
     assert ids[0] == ids[1]
     assert ids[0].startswith("a-")
     assert len(ids[0]) == len("a-") + 36
+
+
+# ------------------------------------------------------------------------------------ on a real actor system
+
+
+@dataclass(frozen=True, slots=True)
+class _Append:
+    batch: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class _Read:
+    start_offset: int
+
+
+class OffsetsPartitionStub(Actor[_Append | _Read]):
+    """Plays a local offsets partition leader: answers appends with their base offset (or holds them
+    unanswered) and reads with everything from the offset asked."""
+
+    def __init__(self, log: FakeOffsetsLog, *, hold_appends: bool = False) -> None:
+        self.log = log
+        self.hold_appends = hold_appends
+
+    def receive(self, ctx: Context[_Append | _Read], message: _Append | _Read) -> None:
+        match message:
+            case _Append(batch=batch):
+                if not self.hold_appends:
+                    ctx.reply(self.log.write(0, batch))
+            case _Read(start_offset=start):
+                chosen = [
+                    b
+                    for b in self.log.batches.get(0, [])
+                    if next(iterate_batches(b)).header.next_offset > start
+                ]
+                ctx.reply(ReadOutcome(ErrorCode.NONE, b"".join(chosen), self.log.log_end_offset(0)))
+
+
+class AskingPorts:
+    """The ports as the wiring will build them: one ask each, failures mapped by ``ask_failure_error``."""
+
+    def __init__(self, partition: ActorRef) -> None:
+        self.partition = partition
+
+    def append(
+        self,
+        ctx: Context[GroupCoordinatorMessage],
+        partition: int,
+        batch: bytes,
+        on_complete: Callable[[AppendOutcome], GroupCoordinatorMessage],
+    ) -> None:
+        ctx.ask(
+            self.partition,
+            _Append(batch),
+            timeout_ms=5_000,
+            on_reply=lambda base_offset: on_complete(AppendOutcome(ErrorCode.NONE, base_offset)),
+            on_failure=lambda failure: on_complete(AppendOutcome(ask_failure_error(failure))),
+        )
+
+    def read(
+        self,
+        ctx: Context[GroupCoordinatorMessage],
+        partition: int,
+        start_offset: int,
+        on_complete: Callable[[ReadOutcome], GroupCoordinatorMessage],
+    ) -> None:
+        ctx.ask(
+            self.partition,
+            _Read(start_offset),
+            timeout_ms=5_000,
+            on_reply=on_complete,
+            on_failure=lambda failure: on_complete(ReadOutcome(ask_failure_error(failure))),
+        )
+
+
+@pytest.mark.asyncio
+async def test_on_an_actor_system_ports_as_asks_load_commit_and_time_out() -> None:
+    clock, activity = ManualClock(), Activity()
+    log = _written_log()
+    config = GroupConfig(offsets_topic_num_partitions=1)
+    async with ActorSystem("b1", clock=clock, activity=activity) as system:
+        stub = OffsetsPartitionStub(log)
+        partition = system.spawn("offsets-0", lambda: stub)
+        ports = AskingPorts(partition)
+        coordinator = system.spawn(
+            "group-coordinator", lambda: GroupCoordinatorActor(config=config, writer=ports, reader=ports)
+        )
+        system.tell(coordinator, OffsetsPartitionElected(partition=0, leader_epoch=1))
+        await system.wait_idle()
+        fetched = await system.ask(
+            coordinator, OffsetFetchRequest(group_id="g", partitions=(TP0,)), timeout_ms=1_000
+        )
+        assert fetched == OffsetFetchResult(ErrorCode.NONE, {TP0: FetchedOffset(11, None, "m11")})
+
+        commit = OffsetCommitRequest(
+            group_id="g", member_id="a-1", generation_id=2, offsets={TP0: OffsetCommitPartition(offset=12)}
+        )
+        assert await system.ask(coordinator, commit, timeout_ms=1_000) == OffsetCommitResult(
+            {TP0: ErrorCode.NONE}
+        )
+
+        stub.hold_appends = True  # the partition never answers: the ask times out, outcome unknown
+        held = asyncio.ensure_future(system.ask(coordinator, commit, timeout_ms=10_000))
+        await advance(clock, activity, 5_000)
+        assert await held == OffsetCommitResult({TP0: ErrorCode.REQUEST_TIMED_OUT})
+        fetched = await system.ask(
+            coordinator, OffsetFetchRequest(group_id="g", partitions=(TP0,)), timeout_ms=1_000
+        )
+        assert fetched.offsets[TP0].offset == 12
