@@ -21,7 +21,6 @@ import threading
 import uuid
 import warnings
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ import orjson
 import pytest
 
 from ops.local.zookeeper import LocalZooKeeper
+from tests.support.kafka_clients import KafkaCluster
 
 with warnings.catch_warnings():
     # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources.read_text.
@@ -48,37 +48,6 @@ pytestmark = [pytest.mark.integration, pytest.mark.zk]
 ROOT = Path(__file__).resolve().parents[2]
 RECORDS = 1200
 PARTITIONS = 3
-USER = "admin"
-
-
-@dataclass(frozen=True)
-class KafkaCluster:
-    bootstrap: str  # the KAFKA listeners, as client.properties names them
-    password: str
-    listeners: dict[int, str]  # broker id -> host:port of its KAFKA listener
-
-    def kafka_python(self, **extra: Any) -> dict[str, Any]:
-        return {
-            "bootstrap_servers": self.bootstrap.split(","),
-            "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "SCRAM-SHA-256",
-            "sasl_plain_username": USER,
-            "sasl_plain_password": self.password,
-            **extra,
-        }
-
-    def aiokafka(self, **extra: Any) -> dict[str, Any]:
-        return {**self.kafka_python(**extra), "bootstrap_servers": self.bootstrap}
-
-    def librdkafka(self, **extra: Any) -> dict[str, Any]:
-        return {
-            "bootstrap.servers": self.bootstrap,
-            "security.protocol": "SASL_PLAINTEXT",
-            "sasl.mechanism": "SCRAM-SHA-256",
-            "sasl.username": USER,
-            "sasl.password": self.password,
-            **extra,
-        }
 
 
 @pytest.fixture(scope="module")

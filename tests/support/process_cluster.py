@@ -85,6 +85,8 @@ class ProcessCluster:
     base_dir: Path
     properties: dict[str, str] = field(default_factory=dict)
     brokers: dict[int, BrokerProcess] = field(default_factory=dict)
+    # One broker's own keys, over ``properties`` (its listeners, what it advertises...).
+    broker_properties: Callable[[BrokerProcess], dict[str, str]] | None = None
 
     def __post_init__(self) -> None:
         self.address_book = AddressBook()
@@ -118,6 +120,8 @@ class ProcessCluster:
             "zookeeper.session.timeout.ms": "6000",
         }
         properties.update(self.properties)
+        if self.broker_properties is not None:
+            properties.update(self.broker_properties(broker))
         broker.config_path.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
 
     async def start(self, broker_id: int, *, timeout_s: float = 60) -> BrokerProcess:
