@@ -234,6 +234,16 @@ BROKER_KEY_RANGES: Final[Mapping[str, tuple[int, int]]] = {
     "log.flush.start.offset.checkpoint.interval.ms": (1, _INT_MAX),
     "log.retention.check.interval.ms": (1, _LONG_MAX),  # Kafka: atLeast(1)
     "log.flush.scheduler.interval.ms": (1, _LONG_MAX),  # actorlog: a task period
+    "offsets.topic.num.partitions": (1, _INT_MAX),  # Kafka: atLeast(1)
+    "offsets.topic.replication.factor": (1, 32_767),  # Kafka: SHORT, atLeast(1)
+    "group.initial.rebalance.delay.ms": (0, _INT_MAX),  # actorlog
+    "group.min.session.timeout.ms": (0, _INT_MAX),  # actorlog
+    "group.max.session.timeout.ms": (0, _INT_MAX),  # actorlog
+    "group.max.size": (1, _INT_MAX),  # Kafka: atLeast(1)
+    "offsets.retention.minutes": (1, _INT_MAX),  # Kafka: atLeast(1)
+    "offsets.retention.check.interval.ms": (1, _LONG_MAX),  # Kafka: atLeast(1)
+    "offset.metadata.max.bytes": (0, _INT_MAX),  # actorlog
+    "offsets.commit.timeout.ms": (1, _INT_MAX),  # Kafka: atLeast(1)
 }
 
 

@@ -8,7 +8,9 @@ runs.
 
 Start-up order: open the log dir (recovery runs here, in a worker thread for the OS file system),
 open the ZooKeeper session, start the actor system, the broker actor (which registers the broker
-and starts its tasks), the admin actor (topic administration, producer ids) and the controller.
+and starts its tasks), the group coordinator (the groups of the ``__consumer_offsets`` partitions
+this broker leads, appending and loading through this broker's own partition actors), the admin actor
+(topic administration, producer ids) and the controller.
 Shutdown is the reverse: a controlled shutdown first (leaderships move away), then stop the actors
 (children first), close the logs cleanly (flush, checkpoints, clean-shutdown marker), close the
 session (the registration vanishes).
@@ -26,13 +28,22 @@ from dataclasses import dataclass
 
 from actors.common.client_protocol import DescribeConfigsEntry
 from actors.common.errors import ErrorCode
-from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME, CONTROLLER_ACTOR_NAME, broker_node
+from actors.common.names import (
+    ADMIN_ACTOR_NAME,
+    BROKER_ACTOR_NAME,
+    CONTROLLER_ACTOR_NAME,
+    GROUP_COORDINATOR_ACTOR_NAME,
+    broker_node,
+)
 from actors.common.protocol import ControlledShutdownRequest, ControlledShutdownResponse
 from actors.controller.controller import ControllerActor
+from actors.group.coordinator_actor import GroupCoordinatorActor
+from actors.group.coordinator_logic import GroupConfig
 from actors.server import zk_data
 from actors.server.admin.manager import AdminManagerActor
 from actors.server.broker import BrokerActor
 from actors.server.config import BrokerConfig
+from actors.server.offsets_log import PartitionOffsetsLog
 from actors.server.state_changes import StateChangeLog
 from runtime.activity import Activity
 from runtime.clock import Clock, wait_ms
@@ -48,7 +59,21 @@ from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
 from runtime.transport.base import Transport
 
-__all__ = ["BrokerNode", "NodeAdapters", "broker_node_context"]
+__all__ = ["BrokerNode", "NodeAdapters", "broker_node_context", "group_config"]
+
+
+def group_config(config: BrokerConfig) -> GroupConfig:
+    """The group coordinator's settings from the broker's (docs/consumer-groups.md §8)."""
+    return GroupConfig(
+        group_min_session_timeout_ms=config.group_min_session_timeout_ms,
+        group_max_session_timeout_ms=config.group_max_session_timeout_ms,
+        group_initial_rebalance_delay_ms=config.group_initial_rebalance_delay_ms,
+        group_max_size=config.group_max_size,
+        offsets_topic_num_partitions=config.offsets_topic_num_partitions,
+        offsets_retention_ms=config.offsets_retention_minutes * 60 * 1000,
+        offsets_retention_check_interval_ms=config.offsets_retention_check_interval_ms,
+        offset_metadata_max_bytes=config.offset_metadata_max_bytes,
+    )
 
 
 async def controlled_shutdown(node: BrokerNode, clock: Clock) -> bool:
@@ -215,6 +240,7 @@ async def broker_node_context(
         activity=adapters.activity,
         deterministic=adapters.deterministic,
     )
+    group_coordinator = ActorRef(node_id=system.node_id, name=GROUP_COORDINATOR_ACTOR_NAME)
     try:
         async with system:
             broker = system.spawn(
@@ -227,11 +253,28 @@ async def broker_node_context(
                     address_book=adapters.address_book,
                     cluster_id=effective_cluster_id,
                     state_changes=state_changes,
+                    group_coordinator=group_coordinator,
                 ),
                 # The broker actor holds what this broker hosts, its registration and its epochs:
                 # restarted empty it would serve nothing while ZooKeeper still names it leader.
                 # A crash there ends the node (its supervisor restarts the process) instead.
                 supervision=SupervisorStrategy.escalate(),
+            )
+            offsets_log = PartitionOffsetsLog(
+                commit_timeout_ms=config.offsets_commit_timeout_ms,
+                request_timeout_ms=config.request_timeout_ms,
+            )
+            system.spawn(
+                GROUP_COORDINATOR_ACTOR_NAME,
+                lambda: GroupCoordinatorActor(
+                    config=group_config(config),
+                    writer=offsets_log,
+                    reader=offsets_log,
+                    broker=broker,
+                ),
+                # Restarted, it owns nothing and tells the broker, which elects it again for the
+                # offsets partitions led here: it reloads them from the log, never serving what it lost.
+                supervision=SupervisorStrategy.restart(),
             )
             admin = system.spawn(
                 ADMIN_ACTOR_NAME,

@@ -19,6 +19,7 @@ __all__ = [
     "BROKER_ACTOR_NAME",
     "CONSUMER_ACTOR_NAME",
     "CONTROLLER_ACTOR_NAME",
+    "GROUP_COORDINATOR_ACTOR_NAME",
     "REGISTRATION_ACTOR_NAME",
     "TOPIC_CONFIGS_ACTOR_NAME",
     "admin_ref",
@@ -42,6 +43,8 @@ ADMIN_ACTOR_NAME: Final = "admin"
 """Topic administration and producer ids, by writing ZooKeeper as a 2.4 broker does."""
 CONTROLLER_ACTOR_NAME: Final = "controller"
 """Runs on every broker; one of them is the active controller at a time."""
+GROUP_COORDINATOR_ACTOR_NAME: Final = "group-coordinator"
+"""The groups of the ``__consumer_offsets`` partitions this broker leads (docs/consumer-groups.md §10)."""
 
 # On client nodes.
 CONSUMER_ACTOR_NAME: Final = "consumer"

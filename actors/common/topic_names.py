@@ -9,9 +9,11 @@ from __future__ import annotations
 import re
 from typing import Final
 
-__all__ = ["MAX_TOPIC_NAME_LENGTH", "validate_topic_name"]
+__all__ = ["GROUP_METADATA_TOPIC_NAME", "MAX_TOPIC_NAME_LENGTH", "validate_topic_name"]
 
 MAX_TOPIC_NAME_LENGTH: Final = 249
+GROUP_METADATA_TOPIC_NAME: Final = "__consumer_offsets"
+"""Kafka's ``Topic.GROUP_METADATA_TOPIC_NAME``: the group coordinator's log (docs/consumer-groups.md)."""
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 

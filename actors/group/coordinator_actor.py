@@ -27,6 +27,10 @@ Deliberate choices:
   logs the error and marks the partition loaded anyway). A re-election starts a fresh load.
 * A record that cannot be encoded (a string over 32767 UTF-8 bytes) fails its append at once with
   MESSAGE_TOO_LARGE, which the logic maps like a produce error.
+* A restart loses every group: the new incarnation tells the broker ``GroupCoordinatorStarted``
+  (when it was given one) and the broker elects it again for every offsets partition it leads, so
+  the restarted actor reloads them from the log; until then it owns nothing and answers
+  NOT_COORDINATOR, never with the state it lost.
 * Nothing is accepted from other nodes (``remote_asks``/``remote_tells`` empty): the Kafka listener
   and the broker on the same node are the senders.
 """
@@ -86,6 +90,7 @@ from runtime.actor import Actor
 from runtime.context import Context
 from runtime.errors import StorageError
 from runtime.messages import AskFailure, AskTimedOut, PeerUnavailable, Requester, UnknownActor
+from runtime.ref import ActorRef
 from runtime.storage.records import iterate_batches
 
 __all__ = [
@@ -97,6 +102,7 @@ __all__ = [
     "DescribeGroupsResult",
     "GroupCoordinatorActor",
     "GroupCoordinatorMessage",
+    "GroupCoordinatorStarted",
     "GroupCoordinatorStatistics",
     "GroupRecordFold",
     "ListGroupsRequest",
@@ -188,6 +194,12 @@ class OffsetsPartitionResigned:
     """Tell: this broker no longer leads ``__consumer_offsets-<partition>``."""
 
     partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupCoordinatorStarted:
+    """Tell, to the broker: a (re)started coordinator owns nothing; elect it again for every
+    ``__consumer_offsets`` partition this broker leads."""
 
 
 # ---------------------------------------------------------------------------------------- ports
@@ -466,7 +478,17 @@ class GroupCoordinatorStatistics:
 class GroupCoordinatorActor(Actor[GroupCoordinatorMessage]):
     """One per broker: every group of the ``__consumer_offsets`` partitions this broker leads."""
 
-    def __init__(self, *, config: GroupConfig, writer: OffsetsLogWriter, reader: OffsetsLogReader) -> None:
+    def __init__(
+        self,
+        *,
+        config: GroupConfig,
+        writer: OffsetsLogWriter,
+        reader: OffsetsLogReader,
+        broker: ActorRef | None = None,
+    ) -> None:
+        """``broker``: told ``GroupCoordinatorStarted`` at every start, so that the offsets
+        partitions it leads are elected again after a restart (None: nobody elects it again)."""
+        self._broker = broker
         self._writer = writer
         self._reader = reader
         self._logic = GroupCoordinatorLogic(config=config, generate_uuid=self._generate_uuid)
@@ -497,6 +519,8 @@ class GroupCoordinatorActor(Actor[GroupCoordinatorMessage]):
     def on_start(self, ctx: Context[GroupCoordinatorMessage]) -> None:
         self._uuid_bits = ctx.rng.getrandbits
         self._carry_out(ctx, self._logic.startup(ctx.now_ms))
+        if self._broker is not None:
+            ctx.tell(self._broker, GroupCoordinatorStarted())
 
     def on_stop(self, ctx: Context[GroupCoordinatorMessage]) -> None:
         self._carry_out(ctx, self._logic.shutdown())

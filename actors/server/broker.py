@@ -78,6 +78,7 @@ from actors.common.protocol import (
 from actors.common.topic_names import validate_topic_name
 from actors.common.types import TopicPartition
 from actors.controller.controller import EnableTopicUncleanLeaderElection
+from actors.group.coordinator_actor import GroupCoordinatorStarted
 from actors.server import zk_data
 from actors.server.broker_requests import (
     PendingRequest,
@@ -276,6 +277,7 @@ BrokerMessage: TypeAlias = (
     | TopicConfigChanged
     | _AutoCreated
     | PartitionDeleted
+    | GroupCoordinatorStarted
 )
 
 
@@ -307,8 +309,11 @@ class BrokerActor(Actor[BrokerMessage]):
         topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
         cluster_id: str | None = None,
         state_changes: StateChangeLog | None = None,
+        group_coordinator: ActorRef | None = None,
     ) -> None:
-        """``topic_config``: a fixed lookup of each topic's settings (tests); without it the
+        """``group_coordinator``: the node's ``group-coordinator``, told of leadership changes of
+        ``__consumer_offsets`` partitions (``replica_manager.py``, rule 6).
+        ``topic_config``: a fixed lookup of each topic's settings (tests); without it the
         broker reads topic overrides from ZooKeeper through its ``topic-configs`` child.
         ``cluster_id``: what Metadata answers carry (``/cluster/id``)."""
         self.config = config
@@ -326,6 +331,7 @@ class BrokerActor(Actor[BrokerMessage]):
             metadata=self.metadata,
             topic_config=topic_config or self._topic_settings_of,
             state_changes=state_changes,
+            group_coordinator=group_coordinator,
         )
         self.state_changes = state_changes
         self._fixed_topic_config = topic_config is not None
@@ -495,6 +501,8 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._on_topic_configs_ready(ctx, message)
             case PartitionDeleted():
                 self._on_partition_deleted(ctx, message)
+            case GroupCoordinatorStarted():
+                self.hosted.elect_offsets_partitions_again(ctx)
             case TopicConfigChanged():
                 self.topic_settings[message.topic] = (message.policy, message.log_config)
                 self.hosted.update_topic_config(ctx, message.topic, message.policy, message.log_config)

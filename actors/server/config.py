@@ -87,6 +87,17 @@ class BrokerConfig:
     log_flush_start_offset_checkpoint_interval_ms: int = 60_000
     log_retention_check_interval_ms: int = 300_000
     log_flush_scheduler_interval_ms: int = 9_223_372_036_854_775_807
+    # The group coordinator (docs/consumer-groups.md §8).
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_min_session_timeout_ms: int = 6_000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2_147_483_647
+    offsets_retention_minutes: int = 10_080
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4_096
+    offsets_commit_timeout_ms: int = 5_000
     # The simulation's negative controls (see ProtocolFault); never set from configuration.
     protocol_faults: frozenset[ProtocolFault] = field(default_factory=frozenset)
 

@@ -20,6 +20,13 @@ House rules
    Until the broker hears it stopped, the partition is *stopping*: a LeaderAndIsr for it waits
    (applied once the name is free) and a repeated deletion waits for the same answer, so a
    partition of the same name is never started beside the one still deleting its log.
+6. ``__consumer_offsets`` partitions: the node's group coordinator is told
+   ``OffsetsPartitionElected(partition, leader_epoch)`` when this broker becomes their leader and
+   ``OffsetsPartitionResigned(partition)`` when it becomes a follower (or a follower of a dead
+   leader), or the partition is stopped or deleted (Kafka's ``onLeadershipChange`` and
+   ``handleStopReplicaRequest``; Kafka resigns on a deleting StopReplica only, actorlog on any,
+   since a stopped partition accepts no appends). A restarted coordinator asks again
+   (``GroupCoordinatorStarted``): every offsets partition led here is elected anew.
 
 Effects go through the broker's context: this object decides, records and tells.
 """
@@ -35,7 +42,9 @@ from typing import Any, TypeAlias
 from actors.common.errors import ErrorCode
 from actors.common.names import partition_name
 from actors.common.protocol import LeaderAndIsrPartitionState
+from actors.common.topic_names import GROUP_METADATA_TOPIC_NAME
 from actors.common.types import NO_LEADER, BrokerId, TopicPartition
+from actors.group.coordinator_actor import OffsetsPartitionElected, OffsetsPartitionResigned
 from actors.server.config import BrokerConfig, TopicPolicy
 from actors.server.fetcher.manager import FetcherKey, ReplicaFetcherManager
 from actors.server.metadata_cache import MetadataCache
@@ -99,8 +108,12 @@ class HostedPartitions:
         metadata: MetadataCache,
         topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
         state_changes: StateChangeLog | None = None,
+        group_coordinator: ActorRef | None = None,
     ) -> None:
+        """``group_coordinator``: the node's ``group-coordinator`` actor, told of leadership changes
+        of ``__consumer_offsets`` partitions (rule 6); None where no coordinator runs (tests)."""
         self.config = config
+        self.group_coordinator = group_coordinator
         self.broker_id = config.broker_id
         self.state_changes = state_changes
         self.log_manager = log_manager
@@ -160,11 +173,13 @@ class HostedPartitions:
         if state.leader == self.broker_id:
             hosted = self._host(ctx, tp, state, BecomeLeader(state, policy, log_config))
             self._remove_from_fetcher(ctx, tp, hosted)
+            self._offsets_elected(ctx, tp, state.leader_epoch)
             return ErrorCode.NONE
         if not self.metadata.is_alive(state.leader):
             # Kafka's makeFollowers: a follower of a dead leader is not made follower yet (a later
             # LeaderAndIsr with a live leader will), but its log exists from now on (KAFKA-1647).
             ctx.log.info("%s: leader %d is not alive; not becoming its follower", tp, state.leader)
+            self._offsets_resigned(ctx, tp)
             if hosted is None:
                 created = self._host(ctx, tp, state, CreateLog(policy, log_config))
                 created.leader_epoch, created.leader = local_epoch, NO_LEADER
@@ -172,6 +187,7 @@ class HostedPartitions:
         hosted = self._host(ctx, tp, state, BecomeFollower(state, policy, log_config))
         self._remove_from_fetcher(ctx, tp, hosted)
         hosted.fetcher = self.fetcher_manager.add(ctx, tp, state.leader, state.leader_epoch)
+        self._offsets_resigned(ctx, tp)
         return ErrorCode.NONE
 
     def _host(
@@ -228,6 +244,26 @@ class HostedPartitions:
         hosted.fetcher = None
         self.fetcher_manager.remove(ctx, tp, key)
 
+    # ------------------------------------------------------------------- group coordinator (rule 6)
+
+    def _offsets_elected(self, ctx: Context[Any], tp: TopicPartition, leader_epoch: int) -> None:
+        if self.group_coordinator is not None and tp.topic == GROUP_METADATA_TOPIC_NAME:
+            ctx.tell(
+                self.group_coordinator,
+                OffsetsPartitionElected(partition=tp.partition, leader_epoch=leader_epoch),
+            )
+
+    def _offsets_resigned(self, ctx: Context[Any], tp: TopicPartition) -> None:
+        if self.group_coordinator is not None and tp.topic == GROUP_METADATA_TOPIC_NAME:
+            ctx.tell(self.group_coordinator, OffsetsPartitionResigned(partition=tp.partition))
+
+    def elect_offsets_partitions_again(self, ctx: Context[Any]) -> None:
+        """A (re)started group coordinator knows nothing: every offsets partition led here is
+        elected anew, at its current leader epoch."""
+        for tp, hosted in self.partitions.items():
+            if hosted.leader == self.broker_id and isinstance(hosted.role, BecomeLeader):
+                self._offsets_elected(ctx, tp, hosted.leader_epoch)
+
     def stop_idle_fetchers(self, ctx: Context[Any]) -> None:
         self.fetcher_manager.stop_idle(ctx)
 
@@ -254,6 +290,7 @@ class HostedPartitions:
         hosted.role = None
         hosted.leader = NO_LEADER
         ctx.tell(hosted.ref, StopReplica(delete=False))
+        self._offsets_resigned(ctx, tp)
 
     def delete(self, ctx: Context[Any], tp: TopicPartition, *, timeout_ms: int) -> ErrorCode | None:
         """StopReplica(delete) (rule 5): a hosted partition's actor deletes its log and stops, and
@@ -263,6 +300,7 @@ class HostedPartitions:
         controller counts as done is durable."""
         if tp in self.stopping:
             return None
+        self._offsets_resigned(ctx, tp)
         hosted = self.partitions.pop(tp, None)
         if hosted is None:
             try:

@@ -150,6 +150,10 @@ class ReadRecords:
     current_leader_epoch: int
     min_one_message: bool
     update_follower_state: bool
+    # The group coordinator's loading read (Kafka's FetchLogEnd isolation, which its loader uses):
+    # up to the log end offset instead of the high watermark, and from the log start offset when
+    # ``fetch_offset`` is below it. Node-local: no client request sets it.
+    fetch_log_end: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ Leader:
   below ``min.insync.replicas``; otherwise the batch is appended as leader (offsets from the LEO,
   epoch stamped), the HW is re-evaluated (it moves at once when the ISR is just the leader), and an
   acks=-1 append waits in the produce purgatory until HW ≥ its last offset + 1.
-* ``ReadRecords`` (fetch): consumers read below the HW, followers below the LEO. The HW, LEO and log
+* ``ReadRecords`` (fetch): consumers read below the HW, followers (and the group coordinator's
+  loading read, ``fetch_log_end``) below the LEO. The HW, LEO and log
   start offset are captured before the read. A follower fetch then updates that follower's progress
   (docs/replication.md §2.3), may start an ISR expansion (§3, using the HW before this fetch's increment)
   and may move the HW (docs/replication.md §4.1) — in that order, as Kafka 2.4 does.
@@ -658,11 +659,14 @@ class PartitionActor(Actor[PartitionMessage]):
             # Not an assigned replica: it gets nothing, and nothing about it is recorded.
             ctx.reply(PartitionReadResult(self._fetch_response(high_watermark, log_start_offset, b"")))
             return
+        fetch_offset = message.fetch_offset
+        if message.fetch_log_end:
+            fetch_offset = max(fetch_offset, log_start_offset)
         try:
             info = log.read(
-                message.fetch_offset,
+                fetch_offset,
                 message.max_bytes,
-                None if from_follower else high_watermark,
+                None if from_follower or message.fetch_log_end else high_watermark,
                 message.min_one_message,
             )
         except OffsetOutOfRangeError as error:
