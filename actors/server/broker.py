@@ -765,18 +765,16 @@ class BrokerActor(Actor[BrokerMessage]):
     def _metadata_response(self, ctx: Context[BrokerMessage], request: MetadataRequest) -> MetadataResponse:
         """Kafka's Metadata; with ``auto.create.topics.enable`` and a request that allows it, named
         topics that do not exist are created (with the broker defaults) through this node's admin
-        actor and answered LEADER_NOT_AVAILABLE until they have leaders, as Kafka does."""
+        actor and answered LEADER_NOT_AVAILABLE until they have leaders, and a name that cannot be
+        a topic's is answered INVALID_TOPIC_EXCEPTION, as Kafka does."""
         response = self.metadata.response(request.topics)
         if not (
             self.config.auto_create_topics_enable and request.allow_auto_topic_creation and request.topics
         ):
             return response
-        missing = [
-            t.name
-            for t in response.topics
-            if t.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and validate_topic_name(t.name) is None
-        ]
-        if not missing:
+        unknown = [t.name for t in response.topics if t.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+        missing = [name for name in unknown if validate_topic_name(name) is None]
+        if not unknown:
             return response
         fresh = [name for name in missing if name not in self._auto_creating]
         if fresh:
@@ -788,10 +786,14 @@ class BrokerActor(Actor[BrokerMessage]):
                 on_reply=lambda _reply: _AutoCreated(tuple(fresh)),
                 on_failure=lambda _failure: _AutoCreated(tuple(fresh)),
             )
+        answered = {
+            name: ErrorCode.LEADER_NOT_AVAILABLE if name in missing else ErrorCode.INVALID_TOPIC_EXCEPTION
+            for name in unknown
+        }
         return dataclasses.replace(
             response,
             topics=tuple(
-                dataclasses.replace(t, error_code=ErrorCode.LEADER_NOT_AVAILABLE) if t.name in missing else t
+                dataclasses.replace(t, error_code=answered[t.name]) if t.name in answered else t
                 for t in response.topics
             ),
         )

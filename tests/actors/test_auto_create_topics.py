@@ -46,8 +46,9 @@ async def test_an_unknown_topic_is_created_when_allowed() -> None:
         (led,) = (await metadata(cluster, "written-to", allow=True)).topics
         assert (led.error_code, led.partitions[0].leader) == (ErrorCode.NONE, state.leader)
 
+        # Kafka's createTopic answers what Topic.validate threw.
         (illegal,) = (await metadata(cluster, "bad/name", allow=True)).topics
-        assert illegal.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        assert illegal.error_code is ErrorCode.INVALID_TOPIC_EXCEPTION
 
 
 async def test_nothing_is_created_by_default() -> None:
