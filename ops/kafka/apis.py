@@ -18,8 +18,9 @@ Rules kept:
   REQUEST_TIMED_OUT where the response has error codes (a produced batch may still have been written:
   an idempotent producer's retry is deduplicated); a node that is shutting down closes the connection
   (``CloseConnection``), and the client goes to another broker.
-* **No fetch sessions** (KIP-227): a Fetch is always answered in full with ``session_id`` 0, so
-  clients keep sending full fetches; a session id this broker never gave is FETCH_SESSION_ID_NOT_FOUND.
+* **No fetch sessions** (KIP-227): a full Fetch (session epoch 0 or -1) is answered in full with
+  ``session_id`` 0, so clients keep sending full fetches; an incremental one (any other epoch) names
+  a session this broker never gave: FETCH_SESSION_ID_NOT_FOUND.
 * **No transactions, no consumer groups**: a Produce with a transactional id is refused per partition;
   the group APIs are not served (not advertised either).
 
@@ -29,7 +30,9 @@ One rule from Kafka's request handling lives in the listener instead of here: a 
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import struct
 from typing import Any, Final, TypeVar
 
 from actors.common.client_access import client_request_refusal
@@ -69,6 +72,15 @@ from actors.server.zk_data import KAFKA_LISTENER_NAME
 from ops.kafka import codec as k
 from runtime.errors import AskTimeoutError, RuntimeFailure
 from runtime.ref import ActorRef
+from runtime.storage.records import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    LENGTH_OFFSET,
+    LOG_OVERHEAD,
+    MAGIC_OFFSET,
+    MAGIC_V2,
+    CompressionType,
+)
 from runtime.system import ActorSystem
 
 __all__ = ["CloseConnection", "KafkaApis"]
@@ -78,9 +90,12 @@ _log = logging.getLogger("actorlog.kafka")
 T = TypeVar("T")
 
 FETCH_SESSION_ID_NOT_FOUND: Final = 70
-INVALID_FETCH_SESSION_EPOCH: Final = 71
+INITIAL_EPOCH: Final = 0  # a fetch session epoch: a full fetch that would open a session (KIP-227)
+FINAL_EPOCH: Final = -1  # a full fetch without a session
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
 _NO_THROTTLE: Final = k.duration(0)
+_ATTRIBUTES: Final = struct.Struct(">h")
+_BATCH_LENGTH: Final = struct.Struct(">i")
 
 
 class CloseConnection(Exception):
@@ -110,7 +125,7 @@ class KafkaApis:
             case k.MetadataRequest():
                 return await self._metadata(header, request, user)
             case k.ProduceRequest():
-                return await self._produce(request, user)
+                return await self._produce(header, request, user)
             case k.FetchRequest():
                 return await self._fetch(request, user)
             case k.ListOffsetsRequest():
@@ -170,7 +185,9 @@ class KafkaApis:
 
     # ------------------------------------------------------------------------------- Produce
 
-    async def _produce(self, request: k.ProduceRequest, user: str) -> k.ProduceResponse | None:
+    async def _produce(
+        self, header: k.RequestHeader, request: k.ProduceRequest, user: str
+    ) -> k.ProduceResponse | None:
         wanted: list[tuple[str, int]] = [
             (t.name, p.index) for t in request.topic_data for p in t.partition_data
         ]
@@ -179,27 +196,31 @@ class KafkaApis:
             refused = dict.fromkeys(wanted, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             return None if request.acks == 0 else produce_response(request, refused, {})
         timeout_ms = k.millis(request.timeout)
-        internal = ProduceRequest(
-            acks=request.acks,
-            timeout_ms=timeout_ms,
-            partitions=tuple(
-                ProducePartitionData(topic=t.name, partition=p.index, records=p.records or b"")
-                for t in request.topic_data
-                for p in t.partition_data
-            ),
-        )
-        try:
-            answer = await self._ask(
-                self.broker,
-                internal,
-                ProduceResponse,
-                timeout_ms=timeout_ms + self.request_timeout_ms,
-                user=user,
-            )
-        except AskTimeoutError:
-            answer = ProduceResponse(partitions=())
+        errors: dict[tuple[str, int], int] = {}
+        partitions: list[ProducePartitionData] = []
+        for t in request.topic_data:
+            for p in t.partition_data:
+                records = p.records or b""
+                invalid = produce_records_error(header.api_version, records)
+                if invalid is not None:
+                    errors[(t.name, p.index)] = int(invalid)
+                else:
+                    partitions.append(ProducePartitionData(topic=t.name, partition=p.index, records=records))
+        answer = ProduceResponse(partitions=())
+        if partitions:
+            internal = ProduceRequest(acks=request.acks, timeout_ms=timeout_ms, partitions=tuple(partitions))
+            with contextlib.suppress(AskTimeoutError):
+                answer = await self._ask(
+                    self.broker,
+                    internal,
+                    ProduceResponse,
+                    timeout_ms=timeout_ms + self.request_timeout_ms,
+                    user=user,
+                )
         results = {(p.topic, p.partition): p for p in answer.partitions}
-        errors = {tp: int(ErrorCode.REQUEST_TIMED_OUT) for tp in wanted if tp not in results}
+        for tp in wanted:
+            if tp not in results:
+                errors.setdefault(tp, int(ErrorCode.REQUEST_TIMED_OUT))
         if request.acks == 0:
             if errors or any(p.error_code is not ErrorCode.NONE for p in answer.partitions):
                 raise CloseConnection("an acks=0 produce failed")  # Kafka's only signal for acks=0
@@ -209,10 +230,14 @@ class KafkaApis:
     # --------------------------------------------------------------------------------- Fetch
 
     async def _fetch(self, request: k.FetchRequest, user: str) -> k.FetchResponse:
-        if request.session_id != 0 or request.session_epoch not in (0, -1):
-            code = FETCH_SESSION_ID_NOT_FOUND if request.session_id != 0 else INVALID_FETCH_SESSION_EPOCH
+        if request.session_epoch not in (INITIAL_EPOCH, FINAL_EPOCH):
+            # An incremental fetch of a session this broker never gave (Kafka's FetchManager). A
+            # full one (epoch 0 or -1) is served whatever session it names, and no session is made.
             return k.FetchResponse(
-                throttle_time=_NO_THROTTLE, error_code=k.error(code), session_id=k.i32(0), responses=()
+                throttle_time=_NO_THROTTLE,
+                error_code=k.error(FETCH_SESSION_ID_NOT_FOUND),
+                session_id=k.i32(0),
+                responses=(),
             )
         max_wait_ms = max(0, k.millis(request.max_wait))
         internal = FetchRequest(
@@ -352,9 +377,16 @@ class KafkaApis:
     async def _init_producer_id(
         self, request: k.InitProducerIdRequest, user: str
     ) -> k.InitProducerIdResponse:
+        if request.transactional_id is not None:
+            # No transaction coordinator: refused as Produce refuses a transactional producer.
+            return k.InitProducerIdResponse(
+                throttle_time=_NO_THROTTLE,
+                error_code=k.error(TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                producer_id=k.ProducerId(-1),
+                producer_epoch=k.i16(-1),
+            )
         internal = InitProducerIdRequest(
-            transactional_id=request.transactional_id,
-            transaction_timeout_ms=k.millis(request.transaction_timeout),
+            transactional_id=None, transaction_timeout_ms=k.millis(request.transaction_timeout)
         )
         try:
             answer = await self._ask(
@@ -565,6 +597,24 @@ def metadata_response(
         controller_id=k.BrokerId(answer.controller_id),
         topics=tuple(topics),
     )
+
+
+def produce_records_error(version: int, records: bytes) -> ErrorCode | None:
+    """Kafka's ``ProduceRequest.validateRecords`` (v3 and later) for one partition's records: exactly
+    one record batch, of magic 2 (else CORRUPT_MESSAGE, as Kafka 2.4 answers its
+    InvalidRecordException), and zstd only from v7 on (KIP-110: UNSUPPORTED_COMPRESSION_TYPE). None
+    when they may go to the leader, which checks the rest."""
+    if len(records) < ATTRIBUTES_OFFSET + _ATTRIBUTES.size:
+        return ErrorCode.CORRUPT_MESSAGE  # not one whole batch header
+    if records[MAGIC_OFFSET] != MAGIC_V2:
+        return ErrorCode.CORRUPT_MESSAGE
+    (attributes,) = _ATTRIBUTES.unpack_from(records, ATTRIBUTES_OFFSET)
+    if version < 7 and attributes & COMPRESSION_MASK == CompressionType.ZSTD:
+        return ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+    (batch_length,) = _BATCH_LENGTH.unpack_from(records, LENGTH_OFFSET)
+    if LOG_OVERHEAD + batch_length < len(records):
+        return ErrorCode.CORRUPT_MESSAGE  # more than one batch
+    return None
 
 
 def produce_response(

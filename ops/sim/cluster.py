@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 from actors.common.names import BROKER_ACTOR_NAME, CONTROLLER_ACTOR_NAME, broker_node, partition_name
 from actors.common.types import TopicPartition
 from actors.controller.controller import ControllerActor
+from actors.server import zk_data
 from actors.server.broker import BrokerActor
 from actors.server.config import BrokerConfig
 from actors.server.replica.partition import PartitionActor
@@ -120,6 +121,9 @@ class SimCluster:
     default_log_config: LogConfig | None = None
     clock: ManualClock = field(default_factory=ManualClock)
     activity: Activity = field(default_factory=Activity)
+    # Each broker registers a KAFKA listener on ``broker-N`` at this port (None: none), so its
+    # metadata names them, as a broker started with ``listeners=...,KAFKA://...`` does.
+    kafka_port: int | None = None
 
     def __post_init__(self) -> None:
         self.zookeeper = MemoryZooKeeper(clock=self.clock)
@@ -219,6 +223,7 @@ class SimCluster:
                 host=f"broker-{broker_id}",
                 port=9092,
                 default_log_config=self.default_log_config,
+                extra_endpoints=self._kafka_endpoints(broker_id),
             ) as node:
                 broker.node = node
                 started.set_result(node)
@@ -237,6 +242,18 @@ class SimCluster:
             broker.state = BrokerState.UP
         # else: it failed at once; _process_ended marked it down and reported the exit
         return broker
+
+    def _kafka_endpoints(self, broker_id: int) -> tuple[zk_data.EndPoint, ...]:
+        if self.kafka_port is None:
+            return ()
+        return (
+            zk_data.EndPoint(
+                listener_name=zk_data.KAFKA_LISTENER_NAME,
+                host=f"broker-{broker_id}",
+                port=self.kafka_port,
+                security_protocol="SASL_PLAINTEXT",
+            ),
+        )
 
     def _process_ended(
         self, broker: SimBroker, task: asyncio.Task[None], started: asyncio.Future[BrokerNode]
