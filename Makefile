@@ -27,8 +27,8 @@ CHAOS_CONTROL_SEEDS ?= 10
 CONTROL := $(BIN)/actorlog verify run --seeds 1-$(CHAOS_CONTROL_SEEDS) --expect-violation
 
 .PHONY: all setup os-packages venv fmt lint type test check demo soak bench bench-transport \
-        bench-storage bench-producer bench-replication bench-failover bench-rollup dashboards-check \
-        k8s-check sim chaos chaos-controls kafka-jars interop clean
+        bench-storage bench-producer bench-replication bench-failover bench-rollup bench-kafka-clients \
+        dashboards-check k8s-check sim chaos chaos-controls kafka-jars interop clean
 
 all: check
 
@@ -89,7 +89,8 @@ chaos-controls: setup
 		--dir actorlog-verify/control-truncate
 
 # Benchmarks print figures; none asserts a time. See README "Performance".
-bench: bench-transport bench-storage bench-producer bench-replication bench-failover bench-rollup
+bench: bench-transport bench-storage bench-producer bench-replication bench-failover bench-rollup \
+       bench-kafka-clients
 
 bench-transport: venv
 	$(BIN)/python -m ops.bench.transport
@@ -108,6 +109,9 @@ bench-failover: setup
 
 bench-rollup: setup
 	$(BIN)/python -m ops.bench.rollup
+
+bench-kafka-clients: setup
+	$(BIN)/python -m ops.bench.kafka_clients
 
 dashboards-check: setup
 	ACTORLOG_REQUIRE_PROMETHEUS=1 ACTORLOG_REQUIRE_ZK=1 $(BIN)/pytest -m prometheus tests/dashboards
