@@ -43,6 +43,7 @@ __all__ = [
     "InvalidMetadataError",
     "InvalidRecordError",
     "InvalidRequiredAcksError",
+    "MetadataTimeoutError",
     "NetworkError",
     "NotEnoughReplicasError",
     "OutOfOrderSequenceError",
@@ -84,6 +85,11 @@ class ProducerTimeoutError(ProducerError):
     @property
     def retriable(self) -> bool:
         return True
+
+
+class MetadataTimeoutError(ProducerTimeoutError):
+    """The record's topic (or its partition) was not in the metadata within max.block.ms: the same
+    condition that makes a blocked send raise, met by a record already handed over."""
 
 
 class BufferExhaustedError(ProducerTimeoutError):

@@ -54,6 +54,7 @@ from actors.clients.producer.batch import NO_DEADLINE, BlockedRecord, ProducerBa
 from actors.clients.producer.config import ProducerConfig
 from actors.clients.producer.errors import (
     BufferExhaustedError,
+    MetadataTimeoutError,
     OutOfOrderSequenceError,
     ProducerError,
     ProducerTimeoutError,
@@ -526,7 +527,7 @@ class Sender:
                         f"partition {record.partition} of topic {topic} with partition count "
                         f"{info.partition_count} is not present in metadata after {max_block_ms} ms"
                     )
-                self.fail_record(record, ProducerTimeoutError(reason))
+                self.fail_record(record, MetadataTimeoutError(reason))
             if not queue:
                 del self.waiting[topic]
 
