@@ -65,3 +65,28 @@ def zk_connect_string(zookeeper_server: LocalZooKeeper, request: pytest.FixtureR
     """``host:port/chroot`` with a chroot unique to this test (created by the client's start)."""
     name = re.sub(r"[^A-Za-z0-9_.-]+", "_", request.node.name)[:80]
     return f"{zookeeper_server.connect_string}/actorlog-tests/{name}-{next(_chroot_numbers)}"
+
+
+# The longest test files, started first: `make test` runs two workers, each taking one file at a
+# time in collection order, so a long file collected last would run alone at the end while the
+# other worker sits idle. Longest first (the durations `make test` prints at its end).
+_LONGEST_FIRST = (
+    "tests/ops/test_demo.py",
+    "tests/ops/test_rollup_standalone.py",
+    "tests/integration/test_readme_walkthrough.py",
+    "tests/sim/test_seeds.py",
+    "tests/integration/test_verify_campaign.py",
+    "tests/sim/test_negative_controls.py",
+    "tests/ops/test_rollup_job.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Move the longest files to the front, keeping every other order as collected."""
+    rank = {path: index for index, path in enumerate(_LONGEST_FIRST)}
+
+    def key(item: pytest.Item) -> int:
+        path = item.nodeid.split("::", 1)[0]
+        return rank.get(path, len(rank))
+
+    items.sort(key=key)  # stable: the rest keep their collected order
