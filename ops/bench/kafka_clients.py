@@ -8,9 +8,10 @@
 Issue 15's comparison, in one run on one cluster: a temporary ``LocalCluster`` (a ZooKeeper from the
 installed package, or ``--zookeeper``'s, and three broker processes, each with its HTTP and KAFKA
 listeners, as ``cluster up`` makes them) and, per client and workload, a topic of its own (one
-partition, RF 3 led by broker 1, ``min.insync.replicas=2``). Each client in turn, in this process,
-sends ``--records`` records of ``--record-size`` random bytes (one payload, no key, as Kafka's perf
-tool) with the same settings: acks=all, ``batch.size`` and ``linger.ms`` as given, and per workload:
+partition, RF 3 led by broker 1, ``min.insync.replicas=2``, deleted after its run). Each client in
+turn, in this process, sends ``--records`` records of ``--record-size`` random bytes (one payload, no
+key, as Kafka's perf tool) with the same settings: acks=all, ``batch.size`` and ``linger.ms`` as
+given, and per workload:
 
 * ``idempotent``: ``enable.idempotence=true``, ``max.in.flight.requests.per.connection=5`` (issue
   15's setting). What each client makes of it on one partition differs: actorlog's producer keeps up
@@ -355,6 +356,17 @@ async def create_topic(cluster: LocalCluster, topic: str) -> None:
         )
 
 
+async def delete_topic(cluster: LocalCluster, topic: str) -> None:
+    """Gone before the next client starts: a follower's fetches carry every partition it follows
+    (no fetch sessions), so topics left behind would make each later run's replication dearer."""
+    async with Admin(
+        cluster.bootstrap_servers, secret=cluster.secret, command_config=cluster.client_properties_path
+    ) as admin:
+        (error,) = (await admin.delete_topics([topic])).values()
+    if error is not None:
+        raise error
+
+
 async def main_async(args: argparse.Namespace) -> int:
     clients = [client.strip() for client in args.clients.split(",")]
     names = [name.strip() for name in args.workloads.split(",")]
@@ -402,6 +414,7 @@ async def main_async(args: argparse.Namespace) -> int:
                         topic = f"bench-{workload.name}-{client}-{round_number}"
                         await create_topic(cluster, topic)
                         results.append(await run_client(client, access, topic, workload, pids))
+                        await delete_topic(cluster, topic)
                     print(table(results))
                     line = comparison(results)
                     if line:
