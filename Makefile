@@ -61,10 +61,12 @@ type: venv
 
 # The 25 slowest tests are listed at the end: where the 15-minute budget of `make test` goes.
 # Two workers (pytest-xdist), one test file each at a time (module fixtures such as a shared
-# three-broker cluster start once): most process tests wait on real time, not on the CPU.
+# three-broker cluster start once): most process tests wait on real time, not on the CPU. Files go
+# out in collection order, which tests/conftest.py starts with the longest files
+# (--no-loadscope-reorder: xdist would otherwise send the files with the most tests first).
 TEST_WORKERS ?= 2
 test: setup lint type
-	$(REQUIRE) $(BIN)/pytest -m "not slow and not interop" -n $(TEST_WORKERS) --dist loadfile --durations=25 $(PYTEST_ARGS)
+	$(REQUIRE) $(BIN)/pytest -m "not slow and not interop" -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25 $(PYTEST_ARGS)
 
 check: test
 

@@ -68,8 +68,9 @@ def zk_connect_string(zookeeper_server: LocalZooKeeper, request: pytest.FixtureR
 
 
 # The longest test files, started first: `make test` runs two workers, each taking one file at a
-# time in collection order, so a long file collected last would run alone at the end while the
-# other worker sits idle. Longest first (the durations `make test` prints at its end).
+# time in collection order (the Makefile turns off xdist's own reordering by test count), so a long
+# file collected last would run alone at the end while the other worker sits idle. Longest first
+# (the durations `make test` prints at its end).
 _LONGEST_FIRST = (
     "tests/ops/test_demo.py",
     "tests/ops/test_rollup_standalone.py",

@@ -314,10 +314,6 @@ def _running_loop() -> asyncio.AbstractEventLoop | None:
         return None
 
 
-def _nothing() -> None:
-    pass
-
-
 class _ClientLoop(asyncio.SelectorEventLoop):
     """A client tool's event loop: it knows its first task (``asyncio.run``'s main task) so that a
     stop signal can cancel it, and a tool's own SIGINT/SIGTERM handler also notes the signal (the
@@ -345,10 +341,11 @@ class _ClientLoop(asyncio.SelectorEventLoop):
         task = self._main_task
         if task is None or task.done():
             return False
-        task.cancel()
-        # The signal only interrupted select() for its handler to run, and select() resumes
-        # waiting: wake the loop so the cancellation is delivered now.
-        self.call_soon_threadsafe(_nothing)
+        # Cancelled by the loop at its next turn, not here: this runs inside the signal handler,
+        # between two bytecodes of whatever the loop was doing, possibly a callback half-way
+        # through setting the very future the task waits on. call_soon_threadsafe also wakes the
+        # loop, which would otherwise go back to waiting in select().
+        self.call_soon_threadsafe(task.cancel)
         return True
 
     def add_signal_handler(self, sig: int, callback: Callable[[*_Ts], object], *args: *_Ts) -> None:
