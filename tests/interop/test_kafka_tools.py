@@ -296,9 +296,11 @@ def test_console_consumer_in_a_group_commits_its_offsets(
     )
     assert described.ok, _message(described, target)
     rows = parse_group_describe(described.stdout)
-    assert sorted((row.topic, row.partition) for row in rows) == [(topic, p) for p in range(partitions)], (
-        _message(described, target)
-    )
+    # A partition the producer left empty may have no committed offset (the consumer can stop before
+    # it ever had a position there), so it may be missing; the committed rows must hold every record.
+    committed = sorted((row.topic, row.partition) for row in rows)
+    assert len(set(committed)) == len(committed), _message(described, target)
+    assert set(committed) <= {(topic, p) for p in range(partitions)}, _message(described, target)
     assert sum(row.log_end_offset for row in rows) == CONSOLE_RECORDS, _message(described, target)
     for row in rows:
         # Auto-commit on close: what was read is committed, and nothing is left to read.
