@@ -16,8 +16,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
-import threading
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -43,6 +41,8 @@ import confluent_kafka
 import confluent_kafka.admin
 from confluent_kafka.admin import ConfigResource, NewTopic  # type: ignore[attr-defined]
 
+from tests.support.cluster_up import start_cluster_up
+
 pytestmark = [pytest.mark.integration, pytest.mark.zk]
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,37 +58,9 @@ def cluster(
     banner (read from its stdout, no polling)."""
     workdir = tmp_path_factory.mktemp("kafka-clients")
     chroot = f"{zookeeper_server.connect_string}/kafka-clients-{uuid.uuid4().hex[:8]}"
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ops",
-            "cluster",
-            "up",
-            "--base-port",
-            "0",
-            "--brokers",
-            "3",
-            "--zookeeper",
-            chroot,
-        ],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    process, _banner = start_cluster_up(
+        ["--base-port", "0", "--brokers", "3", "--zookeeper", chroot], workdir
     )
-    watchdog = threading.Timer(120, process.kill)  # a cluster that never comes up fails the fixture
-    watchdog.start()
-    banner: list[str] = []
-    assert process.stdout is not None
-    for line in process.stdout:
-        banner.append(line.rstrip("\n"))
-        if line.startswith("Press Ctrl-C"):
-            break
-    watchdog.cancel()
-    assert banner, "cluster up printed nothing"
-    assert banner[-1].startswith("Press Ctrl-C"), "\n".join(banner)
     try:
         data_dir = workdir / "actorlog-data"
         properties = (data_dir / "client.properties").read_text()

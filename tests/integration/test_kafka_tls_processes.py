@@ -21,8 +21,6 @@ import re
 import signal
 import socket
 import subprocess
-import sys
-import threading
 import uuid
 import warnings
 from collections.abc import Iterator
@@ -50,6 +48,8 @@ import aiokafka.helpers
 import confluent_kafka
 import confluent_kafka.admin
 from confluent_kafka.admin import NewTopic  # type: ignore[attr-defined]
+
+from tests.support.cluster_up import start_cluster_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.zk]
 
@@ -124,25 +124,9 @@ def cluster(
     its banner (read from its stdout, no polling)."""
     workdir = tmp_path_factory.mktemp("kafka-tls")
     chroot = f"{zookeeper_server.connect_string}/kafka-tls-{uuid.uuid4().hex[:8]}"
-    process = subprocess.Popen(
-        [
-            sys.executable, "-m", "ops", "cluster", "up", "--tls", "--base-port", "0",
-            "--brokers", str(BROKERS), "--zookeeper", chroot,
-        ],
-        cwd=workdir, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )  # fmt: skip
-    watchdog = threading.Timer(120, process.kill)  # a cluster that never comes up fails the fixture
-    watchdog.start()
-    banner: list[str] = []
-    assert process.stdout is not None
-    for line in process.stdout:
-        banner.append(line.rstrip("\n"))
-        if line.startswith("Press Ctrl-C"):
-            break
-    watchdog.cancel()
-    assert banner, "cluster up printed nothing"
-    assert banner[-1].startswith("Press Ctrl-C"), "\n".join(banner)
+    process, _banner = start_cluster_up(
+        ["--tls", "--base-port", "0", "--brokers", str(BROKERS), "--zookeeper", chroot], workdir
+    )
     data_dir = workdir / "actorlog-data"
     try:
         text = (data_dir / "client.properties").read_text()

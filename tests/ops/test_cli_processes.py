@@ -24,6 +24,7 @@ import pytest
 
 from ops.clients.connection import SECRET_ENV
 from runtime.clock import LoopClock, wait_ms
+from tests.support.cluster_up import start_cluster_up
 
 pytestmark = [pytest.mark.integration, pytest.mark.zk]
 
@@ -77,25 +78,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory, zookeeper_server: object) 
     """``actorlog cluster up`` with its own ZooKeeper, started once for the module; it counts as up
     when it prints its banner (read from its stdout, no polling)."""
     workdir = tmp_path_factory.mktemp("cli")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "ops", "cluster", "up", "--base-port", "0", "--brokers", "3"],
-        cwd=workdir,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
-    )
-    watchdog = threading.Timer(120, process.kill)  # a cluster that never comes up fails the fixture
-    watchdog.start()
-    banner: list[str] = []
-    assert process.stdout is not None
-    for line in process.stdout:
-        banner.append(line.rstrip("\n"))
-        if line.startswith("Press Ctrl-C"):
-            break
-    watchdog.cancel()
-    assert banner, "cluster up printed nothing"
-    assert banner[-1].startswith("Press Ctrl-C"), "\n".join(banner)
+    process, banner = start_cluster_up(["--base-port", "0", "--brokers", "3"], workdir)
     running = RunningCluster(process, workdir, banner)
     try:
         yield running
