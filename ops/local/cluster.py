@@ -559,16 +559,17 @@ async def launch_broker(
     module: tuple[str, ...] = ("ops",),
 ) -> asyncio.subprocess.Process:
     """Start ``actorlog broker start --config config_path`` (output appended to ``log_path``) and
-    return once its ``/brokers/ids/N`` znode exists (a watch, no polling); RuntimeError with the
-    end of its log if it exits or does not register within ``timeout_s``. ``environment`` adds to
-    the launcher's environment; ``module``: what ``python -m`` runs before ``broker start``
-    (``ops.verify.faulty_broker`` and its options for a negative control)."""
-    registered: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+    return once its ``/brokers/ids/N`` znode exists, created by this launch (a watch, no polling);
+    RuntimeError with the end of its log if it exits or does not register within ``timeout_s``.
+    ``environment`` adds to the launcher's environment; ``module``: what ``python -m`` runs before
+    ``broker start`` (``ops.verify.faulty_broker`` and its options for a negative control).
 
-    def on_event(_event: WatchEvent) -> None:
-        if not registered.done():
-            registered.set_result(None)
-
+    A killed incarnation's registration outlives it until its session expires, so the znode counts
+    only once its czxid (the broker epoch) differs from the one found before the launch: returning on
+    the old znode handed callers a broker whose listener was not up yet."""
+    path = zk_data.broker_id_path(broker_id)
+    previous = await coordinator.exists(path)
+    previous_epoch = None if previous is None else previous.czxid
     with log_path.open("ab") as output:
         process = await asyncio.create_subprocess_exec(
             sys.executable, "-m", *module, "broker", "start", "--config", str(config_path), *extra_args,
@@ -577,16 +578,31 @@ async def launch_broker(
             start_new_session=True,  # Ctrl-C in a terminal reaches the launcher only
         )  # fmt: skip
     try:
-        if await coordinator.exists(zk_data.broker_id_path(broker_id), watch=on_event) is None:
-            exited: asyncio.Future[object] = asyncio.ensure_future(process.wait())
-            waiting: set[asyncio.Future[object]] = {registered, exited}
-            done, _ = await asyncio.wait(waiting, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
-            exited.cancel()
-            if registered not in done:
-                reason = "exited" if process.returncode is not None else "did not register in time"
-                raise RuntimeError(
-                    f"broker {broker_id} {reason}; the end of {log_path}:\n{log_tail(log_path)}"
+        exited: asyncio.Future[object] = asyncio.ensure_future(process.wait())
+        try:
+            deadline = asyncio.get_running_loop().time() + timeout_s
+            while True:
+                changed: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+
+                def on_event(_event: WatchEvent, changed: asyncio.Future[object] = changed) -> None:
+                    if not changed.done():
+                        changed.set_result(None)
+
+                stat = await coordinator.exists(path, watch=on_event)
+                if stat is not None and stat.czxid != previous_epoch:
+                    break
+                remaining = deadline - asyncio.get_running_loop().time()
+                waiting: set[asyncio.Future[object]] = {changed, exited}
+                done, _ = await asyncio.wait(
+                    waiting, timeout=max(remaining, 0), return_when=asyncio.FIRST_COMPLETED
                 )
+                if changed not in done:
+                    reason = "exited" if process.returncode is not None else "did not register in time"
+                    raise RuntimeError(
+                        f"broker {broker_id} {reason}; the end of {log_path}:\n{log_tail(log_path)}"
+                    )
+        finally:
+            exited.cancel()
     except BaseException:
         # Not returned, so nobody else will stop it: a broker left running in its own session
         # would outlive the caller (a cancelled start, a timeout, ZooKeeper unreachable).

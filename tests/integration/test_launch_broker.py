@@ -4,6 +4,7 @@ and would otherwise outlive its launcher."""
 
 from __future__ import annotations
 
+import signal
 import socket
 import subprocess
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 from actors.server import zk_data
 from ops.local.cluster import launch_broker
 from runtime.coordination.zk import ZkCoordinator
+from tests.support.process_cluster import ProcessCluster
 
 pytestmark = [pytest.mark.asyncio, pytest.mark.integration, pytest.mark.zk]
 
@@ -50,3 +52,23 @@ async def test_a_broker_that_does_not_register_in_time_is_stopped(
         assert not _running(str(config)), "the broker process outlived its failed launch"
     finally:
         await coordinator.close()
+
+
+async def test_a_relaunch_after_a_kill_waits_for_the_new_incarnation(
+    zk_connect_string: str, tmp_path: Path
+) -> None:
+    """A SIGKILLed broker's registration lives on until its session expires (6 s here): the
+    relaunch must not take that znode for the new process's registration, or its caller talks to
+    a listener that is not up yet (met on a clean clone by test_readiness_processes)."""
+    async with ProcessCluster(zk_connect_string, tmp_path) as cluster:
+        await cluster.start(1)
+        first = await cluster.admin.exists(zk_data.broker_id_path(1))
+        assert first is not None
+        await cluster.kill(1, signal.SIGKILL)
+        await cluster.start(1)
+        second = await cluster.admin.exists(zk_data.broker_id_path(1))
+        assert second is not None
+        assert second.czxid != first.czxid
+        # The listener answers at once: registration comes after it in the broker's start.
+        with socket.create_connection(("127.0.0.1", cluster.brokers[1].port), timeout=5):
+            pass
