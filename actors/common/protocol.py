@@ -9,7 +9,9 @@ Who sends what:
   Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch, Metadata;
 * the controller → brokers: LeaderAndIsr, UpdateMetadata, StopReplica (each carrying the
   controller epoch, which brokers use to fence a deposed controller);
-* brokers → the controller: ControlledShutdown.
+* brokers → the controller: ControlledShutdown;
+* a broker's admin actor → the controller: AlterPartitionReassignments, ListPartitionReassignments,
+  ElectLeaders.
 """
 
 from __future__ import annotations
@@ -24,9 +26,13 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "NO_PARTITION_LEADER_EPOCH",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "BrokerEndpoint",
     "ControlledShutdownRequest",
     "ControlledShutdownResponse",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "FetchPartition",
     "FetchPartitionResponse",
     "FetchRequest",
@@ -38,6 +44,8 @@ __all__ = [
     "ListOffsetsPartitionResponse",
     "ListOffsetsRequest",
     "ListOffsetsResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "ListenerEndpoint",
     "MetadataRequest",
     "MetadataResponse",
@@ -45,12 +53,16 @@ __all__ = [
     "OffsetForLeaderEpochResult",
     "OffsetsForLeaderEpochRequest",
     "OffsetsForLeaderEpochResponse",
+    "OngoingPartitionReassignment",
+    "PartitionElectionResult",
     "PartitionError",
     "PartitionMetadata",
     "ProducePartitionData",
     "ProducePartitionResponse",
     "ProduceRequest",
     "ProduceResponse",
+    "ReassignablePartition",
+    "ReassignablePartitionResult",
     "StopReplicaRequest",
     "StopReplicaResponse",
     "TopicMetadata",
@@ -437,3 +449,97 @@ class ControlledShutdownRequest:
 class ControlledShutdownResponse:
     error_code: ErrorCode
     remaining_partitions: tuple[TopicPartition, ...] = field(default=())
+
+
+# ---------------------------------------------------------------- admin → the controller
+# Asked of the active controller's actor by a broker's admin actor (which answers NOT_CONTROLLER
+# itself when no controller runs on its node). Kafka 2.4 routes these APIs to the controller too.
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignablePartition:
+    """One partition's target replica list; ``replicas=None`` cancels its ongoing reassignment
+    (KIP-455)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionReassignmentsRequest:
+    partitions: tuple[ReassignablePartition, ...]
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReassignablePartitionResult:
+    topic: str
+    partition: int
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AlterPartitionReassignmentsResponse:
+    """``error_code`` is request-wide (NOT_CONTROLLER...); otherwise per partition."""
+
+    error_code: ErrorCode
+    error_message: str | None = None
+    results: tuple[ReassignablePartitionResult, ...] = ()
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListPartitionReassignmentsRequest:
+    """``partitions=None`` lists every ongoing reassignment."""
+
+    partitions: tuple[TopicPartition, ...] | None = None
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OngoingPartitionReassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListPartitionReassignmentsResponse:
+    error_code: ErrorCode
+    error_message: str | None = None
+    reassignments: tuple[OngoingPartitionReassignment, ...] = ()
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectLeadersRequest:
+    """Kafka's ElectLeaders (KIP-460): ``election_type`` 0 = preferred, 1 = unclean;
+    ``partitions=None`` means every partition."""
+
+    election_type: int
+    partitions: tuple[TopicPartition, ...] | None = None
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionElectionResult:
+    topic: str
+    partition: int
+    error_code: ErrorCode
+    error_message: str | None = None
+
+
+@wire
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ElectLeadersResponse:
+    error_code: ErrorCode
+    error_message: str | None = None
+    results: tuple[PartitionElectionResult, ...] = ()
