@@ -17,6 +17,8 @@ anyone who knows Kafka's ZooKeeper data can read ours with ``zkCli.sh``:
 ``/isr_change_notification/isr_change_<seq>``   ``{"version":1,"partitions":[{"topic","partition"}]}``
 ``/admin/delete_topics/<t>``                    no data
 ``/admin/preferred_replica_election``           ``{"version":1,"partitions":[{"topic","partition"}]}``
+``/admin/reassign_partitions``                  ``{"version":1,"partitions":[{"topic","partition",
+                                                "replicas":[..]}]}`` (target replicas)
 ``/config/topics/<t>``                          ``{"version":1,"config":{"key":"value"}}``
 ``/config/changes/config_change_<seq>``         ``{"version":2,"entity_path":"topics/<t>"}``
 ``/cluster/id``                                 ``{"version":"1","id":"<22 characters>"}``
@@ -71,6 +73,7 @@ __all__ = [
     "PERSISTENT_ZK_PATHS",
     "PREFERRED_REPLICA_ELECTION_PATH",
     "PRODUCER_ID_BLOCK_SIZE",
+    "REASSIGN_PARTITIONS_PATH",
     "TOPICS_PATH",
     "BrokerRegistration",
     "ControllerRegistration",
@@ -90,6 +93,7 @@ __all__ = [
     "decode_partition_state",
     "decode_preferred_replica_election",
     "decode_producer_id_block",
+    "decode_reassign_partitions",
     "decode_topic_assignment",
     "decode_topic_config",
     "delete_topic_path",
@@ -102,6 +106,7 @@ __all__ = [
     "encode_partition_state",
     "encode_preferred_replica_election",
     "encode_producer_id_block",
+    "encode_reassign_partitions",
     "encode_topic_assignment",
     "encode_topic_config",
     "http_broker_registration",
@@ -128,6 +133,7 @@ ISR_CHANGE_NOTIFICATION_PREFIX: Final = "isr_change_"
 ADMIN_PATH: Final = "/admin"
 DELETE_TOPICS_PATH: Final = "/admin/delete_topics"
 PREFERRED_REPLICA_ELECTION_PATH: Final = "/admin/preferred_replica_election"
+REASSIGN_PARTITIONS_PATH: Final = "/admin/reassign_partitions"
 CONFIG_PATH: Final = "/config"
 CONFIG_TOPICS_PATH: Final = "/config/topics"
 CONFIG_CHANGES_PATH: Final = "/config/changes"
@@ -471,7 +477,12 @@ def _frozen(value: Mapping[int, Iterable[int]]) -> Mapping[int, tuple[int, ...]]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicAssignment:
-    """The data of ``/brokers/topics/<topic>``: replicas per partition, in preference order."""
+    """The data of ``/brokers/topics/<topic>``: replicas per partition, in preference order.
+
+    While a partition is being reassigned (KIP-455), ``partitions`` holds the full replica set
+    (target replicas first, then the original ones being removed), ``adding_replicas`` the
+    replicas that are not in the original set and ``removing_replicas`` those not in the target.
+    A partition that is not reassigning has no entry in either map (an empty list is dropped)."""
 
     partitions: Mapping[int, tuple[int, ...]]
     adding_replicas: Mapping[int, tuple[int, ...]] = field(default_factory=dict)
@@ -479,11 +490,20 @@ class TopicAssignment:
 
     def __post_init__(self) -> None:
         # Read-only views, so that a frozen assignment really cannot change.
-        for name in ("partitions", "adding_replicas", "removing_replicas"):
-            object.__setattr__(self, name, _frozen(getattr(self, name)))
+        object.__setattr__(self, "partitions", _frozen(self.partitions))
+        for name in ("adding_replicas", "removing_replicas"):
+            object.__setattr__(self, name, _frozen({p: r for p, r in getattr(self, name).items() if r}))
+
+    @property
+    def reassigning(self) -> frozenset[int]:
+        """The partitions with a reassignment in progress."""
+        return frozenset(self.adding_replicas) | frozenset(self.removing_replicas)
 
 
 def encode_topic_assignment(assignment: TopicAssignment) -> bytes:
+    """Always version 2, as Kafka 2.4 writes it: the two maps are empty unless a partition of the
+    topic is being reassigned."""
+
     def as_json(value: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
         return {str(partition): list(replicas) for partition, replicas in value.items()}
 
@@ -613,6 +633,46 @@ def decode_preferred_replica_election(
     data: bytes, *, path: str = PREFERRED_REPLICA_ELECTION_PATH
 ) -> frozenset[TopicPartition]:
     return _decode_partition_list(path, data)
+
+
+def encode_reassign_partitions(reassignments: Mapping[TopicPartition, Iterable[int]]) -> bytes:
+    """``/admin/reassign_partitions``: the target replicas of each partition to reassign (Kafka's
+    legacy, ZooKeeper-initiated way; sorted by partition)."""
+    return _dumps(
+        {
+            "version": 1,
+            "partitions": [
+                {"topic": tp.topic, "partition": tp.partition, "replicas": list(replicas)}
+                for tp, replicas in sorted(reassignments.items())
+            ],
+        }
+    )
+
+
+def decode_reassign_partitions(
+    data: bytes, *, path: str = REASSIGN_PARTITIONS_PATH
+) -> dict[TopicPartition, tuple[int, ...]]:
+    """Target replicas by partition. A replica list must be non-empty and without duplicates; a
+    partition named twice keeps its last entry (Kafka builds a map too)."""
+    reader = _Reader(path, data)
+    reader.version(1)
+    raw = reader.get("partitions")
+    if not isinstance(raw, list):
+        raise reader.error("partitions", f"expected a list, got {raw!r}")
+    result: dict[TopicPartition, tuple[int, ...]] = {}
+    for index, item in enumerate(raw):
+        where = f"partitions[{index}]"
+        if not isinstance(item, dict):
+            raise reader.error(where, f"expected an object, got {item!r}")
+        topic = item.get("topic")
+        if not isinstance(topic, str) or not _LEGAL_TOPIC.fullmatch(topic):
+            raise reader.error(f"{where}.topic", f"expected a legal topic name, got {topic!r}")
+        partition = reader.integer(f"{where}.partition", item.get("partition"), minimum=0)
+        replicas = reader.int_list(f"{where}.replicas", item.get("replicas"))
+        if not replicas or len(set(replicas)) != len(replicas):
+            raise reader.error(f"{where}.replicas", f"expected distinct broker ids, got {list(replicas)}")
+        result[TopicPartition(topic=topic, partition=partition)] = replicas
+    return result
 
 
 # ----------------------------------------------------------------------------- topic config

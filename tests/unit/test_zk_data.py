@@ -25,6 +25,7 @@ from actors.server.zk_data import (
     decode_isr_change_notification,
     decode_partition_state,
     decode_preferred_replica_election,
+    decode_reassign_partitions,
     decode_topic_assignment,
     decode_topic_config,
     delete_topic_path,
@@ -34,6 +35,7 @@ from actors.server.zk_data import (
     encode_isr_change_notification,
     encode_partition_state,
     encode_preferred_replica_election,
+    encode_reassign_partitions,
     encode_topic_assignment,
     encode_topic_config,
     http_broker_registration,
@@ -381,3 +383,78 @@ def test_topic_config_is_kafkas_version_1_of_strings() -> None:
 
 def test_registration_parent_path_is_the_broker_ids_path() -> None:
     assert broker_id_path(0).rsplit("/", 1)[0] == BROKER_IDS_PATH
+
+
+# ------------------------------------------------------------------------------ reassignment
+
+
+def test_topic_assignment_drops_empty_reassignment_entries() -> None:
+    assignment = TopicAssignment(partitions={0: (1, 2)}, adding_replicas={0: ()}, removing_replicas={0: ()})
+    assert orjson.loads(encode_topic_assignment(assignment)) == {
+        "version": 2,
+        "partitions": {"0": [1, 2]},
+        "adding_replicas": {},
+        "removing_replicas": {},
+    }
+    assert assignment.reassigning == frozenset()
+
+
+def test_topic_assignment_of_a_reassigning_partition_round_trips() -> None:
+    # ORS [1, 2, 3] -> TRS [4, 2]: RS = TRS then the rest of ORS.
+    assignment = TopicAssignment(
+        partitions={0: (4, 2, 1, 3), 1: (2, 3)}, adding_replicas={0: (4,)}, removing_replicas={0: (1, 3)}
+    )
+    data = encode_topic_assignment(assignment)
+    assert orjson.loads(data)["removing_replicas"] == {"0": [1, 3]}
+    decoded = decode_topic_assignment("orders", data)
+    assert decoded == assignment
+    assert decoded.reassigning == frozenset({0})
+
+
+def test_reassign_partitions_is_kafkas_version_1() -> None:
+    data = encode_reassign_partitions(
+        {TopicPartition(topic="orders", partition=1): (3, 1), TopicPartition(topic="a", partition=0): [2]}
+    )
+    assert orjson.loads(data) == {
+        "version": 1,
+        "partitions": [
+            {"topic": "a", "partition": 0, "replicas": [2]},
+            {"topic": "orders", "partition": 1, "replicas": [3, 1]},
+        ],
+    }
+    assert decode_reassign_partitions(data) == {
+        TopicPartition(topic="a", partition=0): (2,),
+        TopicPartition(topic="orders", partition=1): (3, 1),
+    }
+
+
+def test_reassign_partitions_reads_what_kafkas_tool_writes() -> None:
+    written = (
+        b'{"version":1,"partitions":[{"topic":"orders","partition":0,"replicas":[4,5],'
+        b'"log_dirs":["any","any"]}]}'
+    )
+    assert decode_reassign_partitions(written) == {TopicPartition(topic="orders", partition=0): (4, 5)}
+
+
+@pytest.mark.parametrize(
+    ("payload", "field"),
+    [
+        (b'{"version":2,"partitions":[]}', "version"),
+        (b'{"version":1,"partitions":{}}', "partitions"),
+        (b'{"version":1,"partitions":[{"topic":"a","partition":0}]}', "partitions[0].replicas"),
+        (b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[]}]}', "partitions[0].replicas"),
+        (
+            b'{"version":1,"partitions":[{"topic":"a","partition":0,"replicas":[1,1]}]}',
+            "partitions[0].replicas",
+        ),
+        (
+            b'{"version":1,"partitions":[{"topic":"a","partition":-1,"replicas":[1]}]}',
+            "partitions[0].partition",
+        ),
+        (b'{"version":1,"partitions":[{"topic":"a/b","partition":0,"replicas":[1]}]}', "partitions[0].topic"),
+    ],
+)
+def test_malformed_reassign_partitions_names_the_field(payload: bytes, field: str) -> None:
+    with pytest.raises(ZkDataError) as raised:
+        decode_reassign_partitions(payload)
+    assert (raised.value.path, raised.value.field) == ("/admin/reassign_partitions", field)

@@ -400,7 +400,12 @@ class AdminManagerActor(Actor[AdminMessage]):
                 ))  # fmt: skip
                 continue
             if not request.validate_only:
-                updated = zk_data.TopicAssignment(partitions={**current.partitions, **added})
+                # A reassignment in progress keeps its adding/removing replicas (KIP-455).
+                updated = zk_data.TopicAssignment(
+                    partitions={**current.partitions, **added},
+                    adding_replicas=current.adding_replicas,
+                    removing_replicas=current.removing_replicas,
+                )
                 try:
                     yield ZkSet(
                         zk_data.topic_path(topic.name), zk_data.encode_topic_assignment(updated), stat.version
