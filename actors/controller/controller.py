@@ -39,9 +39,15 @@ from typing import Any, TypeAlias, assert_never
 from actors.common.errors import ErrorCode
 from actors.common.names import broker_node, broker_ref
 from actors.common.protocol import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     ControlledShutdownRequest,
     ControlledShutdownResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     LeaderAndIsrResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     StopReplicaRequest,
     StopReplicaResponse,
 )
@@ -90,6 +96,7 @@ class EventKind(enum.Enum):
     PARTITION_MODIFICATIONS = "PartitionModifications"
     TOPIC_DELETION_STOP_REPLICA_RESPONSE = "TopicDeletionStopReplicaResponseReceived"
     TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE = "TopicUncleanLeaderElectionEnable"
+    REPLICA_LEADER_ELECTION = "ReplicaLeaderElection"
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,6 +105,8 @@ class _Event:
     enqueued_ns: int
     requester: Requester | None = None
     shutdown: ControlledShutdownRequest | None = None
+    # An admin request relayed by a broker's admin actor (its script returns the response).
+    request: object = None
     topic: str | None = None
     # TOPIC_DELETION_STOP_REPLICA_RESPONSE: the broker, the partitions asked, those that failed.
     deletion: tuple[BrokerId, tuple[TopicPartition, ...], frozenset[TopicPartition]] | None = None
@@ -178,6 +187,7 @@ class EnableTopicUncleanLeaderElection:
 ControllerMessage: TypeAlias = (
     EnableTopicUncleanLeaderElection
     | ControlledShutdownRequest
+    | ElectLeadersRequest
     | _SessionChanged
     | _WatchFired
     | _StepDone
@@ -224,8 +234,9 @@ class ControllerStatistics:
 
 
 class ControllerActor(Actor[ControllerMessage]):
-    # The only request another node makes of the controller: a broker's controlled shutdown.
-    remote_asks = frozenset({ControlledShutdownRequest})
+    # What other nodes ask of the controller: a broker's controlled shutdown, and the admin
+    # requests a broker's admin actor relays.
+    remote_asks = frozenset({ControlledShutdownRequest, ElectLeadersRequest})
 
     def __init__(
         self,
@@ -296,6 +307,11 @@ class ControllerActor(Actor[ControllerMessage]):
                         EventKind.CONTROLLED_SHUTDOWN, ctx.now_ns, requester=ctx.requester, shutdown=message
                     ),
                 )
+            case ElectLeadersRequest():
+                event = _Event(
+                    EventKind.REPLICA_LEADER_ELECTION, ctx.now_ns, requester=ctx.requester, request=message
+                )
+                self._enqueue(ctx, event)
             case _SessionChanged():
                 self._on_session_changed(ctx, message.event)
             case _WatchFired():
@@ -343,16 +359,11 @@ class ControllerActor(Actor[ControllerMessage]):
         if self.running is not None:
             self.running.script.close()
             if self.running.event.requester is not None:
-                ctx.reply_to(
-                    self.running.event.requester,
-                    ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER),
-                )
+                ctx.reply_to(self.running.event.requester, _not_controller(self.running.event))
             self.running = None
         for queued in self.queue:
             if queued.requester is not None:
-                ctx.reply_to(
-                    queued.requester, ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
-                )
+                ctx.reply_to(queued.requester, _not_controller(queued))
         self.queue.clear()
         if self.logic is not None:
             self.unclean_leader_elections_total += self.logic.unclean_leader_elections_total
@@ -402,18 +413,18 @@ class ControllerActor(Actor[ControllerMessage]):
             self.logic.elect_outside_isr = ProtocolFault.ELECT_OUTSIDE_ISR in self.config.protocol_faults
             return self.logic.elect()
         logic = self.logic
+        if logic is None or not logic.active:
+            # Kafka processes these only on the active controller; a request is answered so.
+            if event.requester is not None:
+                ctx.reply_to(event.requester, _not_controller(event))
+            return None
+        if kind is EventKind.REPLICA_LEADER_ELECTION:
+            assert isinstance(event.request, ElectLeadersRequest)
+            return logic.on_elect_leaders(event.request)
         if kind is EventKind.CONTROLLED_SHUTDOWN:
-            if logic is None or not logic.active:
-                if event.requester is not None:
-                    ctx.reply_to(
-                        event.requester, ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
-                    )
-                return None
             shutdown = event.shutdown
             assert shutdown is not None
             return logic.on_controlled_shutdown(shutdown.broker_id, shutdown.broker_epoch)
-        if logic is None or not logic.active:
-            return None  # Kafka processes these only on the active controller
         if kind is EventKind.BROKER_CHANGE:
             return logic.on_broker_change()
         if kind is EventKind.TOPIC_CHANGE:
@@ -514,11 +525,16 @@ class ControllerActor(Actor[ControllerMessage]):
                 logic.deletion_retry_wanted = False
                 ctx.start_timer("deletion-retry", _Tick(EventKind.TOPIC_DELETION), _DELETION_RETRY_MS)
         if running.event.requester is not None:
-            error, remaining = result if isinstance(result, tuple) else (ErrorCode.NOT_CONTROLLER, [])
-            ctx.reply_to(
-                running.event.requester,
-                ControlledShutdownResponse(error_code=error, remaining_partitions=tuple(remaining)),
-            )
+            if running.event.kind is EventKind.CONTROLLED_SHUTDOWN:
+                error, remaining = result if isinstance(result, tuple) else (ErrorCode.NOT_CONTROLLER, [])
+                answer: object = ControlledShutdownResponse(
+                    error_code=error, remaining_partitions=tuple(remaining)
+                )
+            else:
+                # An admin request's script returns its response; one that returned nothing (it
+                # found itself not active) is answered NOT_CONTROLLER.
+                answer = result if result is not None else _not_controller(running.event)
+            ctx.reply_to(running.event.requester, answer)
         self._run_next(ctx)
 
     def _resign_and_reelect(self, ctx: Context[ControllerMessage]) -> None:
@@ -647,6 +663,25 @@ class ControllerActor(Actor[ControllerMessage]):
             elections_won_total=self.elections_won_total,
             resignations_total=self.resignations_total,
         )
+
+
+def _not_controller(event: _Event) -> object:
+    """The answer to a request this controller will not finish: it is not (or no longer) the
+    active controller. The asker (a broker) then finds the new controller and asks again."""
+    message = "this broker is not the active controller"
+    match event.request:
+        case ElectLeadersRequest():
+            return ElectLeadersResponse(error_code=ErrorCode.NOT_CONTROLLER, error_message=message)
+        case AlterPartitionReassignmentsRequest():
+            return AlterPartitionReassignmentsResponse(
+                error_code=ErrorCode.NOT_CONTROLLER, error_message=message
+            )
+        case ListPartitionReassignmentsRequest():
+            return ListPartitionReassignmentsResponse(
+                error_code=ErrorCode.NOT_CONTROLLER, error_message=message
+            )
+        case _:
+            return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
 
 
 def _failed_partitions(request: StopReplicaRequest, reply: object) -> frozenset[TopicPartition]:

@@ -32,7 +32,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from actors.common.errors import ErrorCode
-from actors.common.protocol import BrokerEndpoint, ListenerEndpoint
+from actors.common.protocol import (
+    BrokerEndpoint,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListenerEndpoint,
+    PartitionElectionResult,
+)
 from actors.common.types import NO_LEADER, BrokerId, TopicPartition
 from actors.controller.election import (
     ElectionResult,
@@ -112,6 +118,9 @@ class ElectionKind(enum.Enum):
     OFFLINE = "offline"
     PREFERRED = "preferred"
     CONTROLLED_SHUTDOWN = "controlled_shutdown"
+    # ElectLeaders(unclean): the offline algorithm with unclean elections allowed, whatever the
+    # topic's unclean.leader.election.enable says (Kafka's allowUnclean = true).
+    UNCLEAN = "unclean"
 
 
 # The reason a state-change event gives for each kind of election (an unclean one says so).
@@ -119,7 +128,12 @@ _ELECTION_REASONS = {
     ElectionKind.OFFLINE: "broker_down",
     ElectionKind.PREFERRED: "preferred",
     ElectionKind.CONTROLLED_SHUTDOWN: "controlled_shutdown",
+    ElectionKind.UNCLEAN: "unclean",
 }
+
+# ElectLeaders' election_type values (Kafka's ElectionType).
+PREFERRED_ELECTION_TYPE = 0
+UNCLEAN_ELECTION_TYPE = 1
 
 
 @dataclass(slots=True)
@@ -707,6 +721,13 @@ class ControllerLogic:
                     if live:
                         isr = tuple(dict.fromkeys([live[0], *(r for r in current.isr if context.is_live(r))]))
                         result = ElectionResult(live[0], isr)
+            elif kind is ElectionKind.UNCLEAN:
+                result = offline_partition_leader(
+                    replicas,
+                    current.isr,
+                    context.is_live_and_not_shutting_down,
+                    unclean_leader_election_enable=True,
+                )
             elif kind is ElectionKind.PREFERRED:
                 result = preferred_replica_leader(
                     replicas, current.isr, context.is_live_and_not_shutting_down
@@ -1090,6 +1111,79 @@ class ControllerLogic:
         yield Watched(
             ZkExists(zk_data.PREFERRED_REPLICA_ELECTION_PATH, watch=True), WatchKind.PREFERRED_ELECTION
         )
+
+    def on_elect_leaders(self, request: ElectLeadersRequest) -> Generator[Step, Any, ElectLeadersResponse]:
+        """Kafka's ``processReplicaLeaderElection`` for the ElectLeaders API (KIP-460).
+
+        Preferred: a partition already led by its preferred replica needs no election
+        (ELECTION_NOT_NEEDED); one whose preferred replica is not live and in the ISR cannot have
+        it (PREFERRED_LEADER_NOT_AVAILABLE). Unclean: only a partition without a live leader is
+        elected, by the offline algorithm with unclean elections allowed whatever the topic's
+        config (an ISR member first, else the first live replica); ELIGIBLE_LEADERS_NOT_AVAILABLE
+        when no replica is live. Unknown partitions are UNKNOWN_TOPIC_OR_PARTITION, those of a
+        topic being deleted INVALID_TOPIC_EXCEPTION. ``partitions=None`` means every partition,
+        and then (as Kafka's KafkaApis does) those needing no election are left out."""
+        context = self.context
+        if request.election_type == PREFERRED_ELECTION_TYPE:
+            kind, failure = ElectionKind.PREFERRED, ErrorCode.PREFERRED_LEADER_NOT_AVAILABLE
+        elif request.election_type == UNCLEAN_ELECTION_TYPE:
+            kind, failure = ElectionKind.UNCLEAN, ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+        else:
+            return ElectLeadersResponse(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"unknown election type {request.election_type} (0 preferred, 1 unclean)",
+            )
+        everything = request.partitions is None
+        wanted = (
+            context.all_partitions()
+            if request.partitions is None
+            else list(dict.fromkeys(TopicPartition(tp.topic, tp.partition) for tp in request.partitions))
+        )
+        errors: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        electable: list[TopicPartition] = []
+        for tp in wanted:
+            leadership = context.leadership.get(tp)
+            if not context.replicas(tp):
+                errors[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif tp.topic in context.topics_to_delete:
+                errors[tp] = (ErrorCode.INVALID_TOPIC_EXCEPTION, "The topic is being deleted")
+            elif leadership is None:
+                # Not started yet (no live replica when it was created): nothing to elect from.
+                errors[tp] = (failure, f"{tp} has no leader and ISR state yet")
+            elif self._election_not_needed(tp, kind, leadership.leader):
+                errors[tp] = (ErrorCode.ELECTION_NOT_NEEDED, None)
+            else:
+                electable.append(tp)
+        outcome = yield from self.elect_leaders(electable, kind)
+        elected = set(outcome.elected)
+        for tp in electable:
+            if tp not in elected:
+                errors[tp] = (
+                    failure,
+                    f"Failed to elect leader for partition {tp} under strategy {kind.name}",
+                )
+        results = []
+        for tp in wanted:
+            code, message = errors.get(tp, (ErrorCode.NONE, None))
+            if everything and code is ErrorCode.ELECTION_NOT_NEEDED:
+                continue
+            results.append(
+                PartitionElectionResult(
+                    topic=tp.topic, partition=tp.partition, error_code=code, error_message=message
+                )
+            )
+        if electable:
+            _log.info(
+                "%s leader election asked for %d partition(s): %d elected",
+                kind.value, len(electable), len(elected),
+            )  # fmt: skip
+        return ElectLeadersResponse(error_code=ErrorCode.NONE, results=tuple(results))
+
+    def _election_not_needed(self, tp: TopicPartition, kind: ElectionKind, leader: BrokerId) -> bool:
+        """Preferred: led by its preferred replica already. Unclean: its leader is live."""
+        if kind is ElectionKind.PREFERRED:
+            return leader == self.context.replicas(tp)[0]
+        return self.context.is_live_and_not_shutting_down(leader)
 
     def on_auto_rebalance(self, imbalance_percentage: int) -> Script:
         """docs/controller.md §7: per preferred broker, rebalance when too many of its partitions are led
