@@ -321,6 +321,9 @@ def _controller_families(controller: ControllerStatistics | None) -> list[Metric
         "kafka_controller_kafkacontroller_preferredreplicaimbalancecount": live.preferred_replica_imbalance
         if live
         else 0,
+        "kafka_controller_kafkacontroller_rackconstraintviolatingpartitioncount": (
+            live.rack_constraint_violating_partitions if live else 0
+        ),
         "kafka_controller_kafkacontroller_globaltopiccount": live.global_topic_count if live else 0,
         "kafka_controller_kafkacontroller_globalpartitioncount": live.global_partition_count if live else 0,
         "kafka_controller_kafkacontroller_activebrokercount": live.active_broker_count if live else 0,

@@ -159,6 +159,10 @@ CATALOG: tuple[MetricSpec, ...] = (
                "Partitions without a live leader (as seen by the active controller)."),
     MetricSpec("kafka_controller_kafkacontroller_preferredreplicaimbalancecount", G,
                "Partitions not led by their preferred replica (as seen by the active controller)."),
+    MetricSpec("kafka_controller_kafkacontroller_rackconstraintviolatingpartitioncount", G,
+               "Not a Kafka metric: partitions whose replicas span fewer racks (broker.rack) than "
+               "min(replication factor, racks of the live brokers), as seen by the active controller; "
+               "0 when no broker has a rack."),
     MetricSpec("kafka_controller_kafkacontroller_globaltopiccount", G, "Topics in the cluster."),
     MetricSpec("kafka_controller_kafkacontroller_globalpartitioncount", G, "Partitions in the cluster."),
     MetricSpec("kafka_controller_kafkacontroller_activebrokercount", G, "Live brokers seen by the controller."),

@@ -221,6 +221,8 @@ class ControllerStatistics:
     controller_epoch: int
     offline_partitions: int
     preferred_replica_imbalance: int
+    # Not a Kafka metric: partitions whose replicas break the rack constraint (actors/common/racks.py).
+    rack_constraint_violating_partitions: int
     global_topic_count: int
     global_partition_count: int
     active_broker_count: int
@@ -650,6 +652,9 @@ class ControllerActor(Actor[ControllerMessage]):
             offline_partitions=context.offline_partition_count() if context is not None and active else 0,
             preferred_replica_imbalance=context.preferred_replica_imbalance_count()
             if context and active
+            else 0,
+            rack_constraint_violating_partitions=context.rack_constraint_violating_partition_count()
+            if context is not None and active
             else 0,
             global_topic_count=len(context.assignments) if context is not None and active else 0,
             global_partition_count=len(context.all_partitions()) if context is not None and active else 0,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Final
 
 from actors.common.protocol import BrokerEndpoint
+from actors.common.racks import rack_constraint_broken
 from actors.common.types import NO_LEADER, BrokerId, TopicPartition
 
 __all__ = [
@@ -165,6 +166,21 @@ class ControllerContext:
             if replicas and tp.topic not in self.topics_to_delete and leadership.leader != replicas[0]:
                 count += 1
         return count
+
+    def rack_constraint_violating_partition_count(self) -> int:
+        """Partitions whose replicas span fewer racks than they could (actors/common/racks.py),
+        judged by the racks of the live brokers (a replica on a broker that is down counts as
+        rack-less: the controller does not know where it was). Topics being deleted are left out."""
+        racks = {broker_id: live.endpoint.rack for broker_id, live in self.live_brokers.items()}
+        if not any(rack is not None for rack in racks.values()):
+            return 0
+        return sum(
+            1
+            for topic, partitions in self.assignments.items()
+            if topic not in self.topics_to_delete
+            for replicas in partitions.values()
+            if rack_constraint_broken(replicas, racks)
+        )
 
     # ---------------------------------------------------------------------------- transitions
 

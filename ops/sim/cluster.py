@@ -124,6 +124,9 @@ class SimCluster:
     # Each broker registers a KAFKA listener on ``broker-N`` at this port (None: none), so its
     # metadata names them, as a broker started with ``listeners=...,KAFKA://...`` does.
     kafka_port: int | None = None
+    # ``broker.rack`` per broker id (absent: none); read at each start, so a test may move a broker
+    # to another rack between incarnations.
+    racks: dict[int, str | None] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.zookeeper = MemoryZooKeeper(clock=self.clock)
@@ -223,6 +226,7 @@ class SimCluster:
                 host=f"broker-{broker_id}",
                 port=9092,
                 default_log_config=self.default_log_config,
+                rack=self.racks.get(broker_id),
                 extra_endpoints=self._kafka_endpoints(broker_id),
             ) as node:
                 broker.node = node

@@ -7,7 +7,8 @@ the same, one script per request (``actors/common/scripts.py``), so requests pro
 * CreateTopics — validate the name (Kafka's ``Topic.validate``, incl. '.'/'_' collisions), the
   partition count and replication factor (-1 = the broker defaults ``num.partitions`` and
   ``default.replication.factor``) or the explicit assignment, and the configs (as ``LogConfig``
-  parses them); assign replicas rack-unaware over the registered brokers; write
+  parses them); assign replicas over the registered brokers, rack-aware when they have
+  ``broker.rack`` (``assignment.py``; some with a rack and some without is refused); write
   ``/config/topics/<t>`` then ``/brokers/topics/<t>`` (its creation is the commit point:
   ``TOPIC_ALREADY_EXISTS`` if someone else won); then wait, up to the request's timeout, until
   this broker's metadata shows a leader for every partition (``REQUEST_TIMED_OUT`` otherwise — the
@@ -66,7 +67,12 @@ from actors.common.protocol import MetadataRequest, MetadataResponse
 from actors.common.scripts import Ask, Pause, Resume, Script, ScriptRunner, ScriptStep
 from actors.common.topic_names import validate_topic_name
 from actors.server import zk_data
-from actors.server.admin.assignment import AssignmentError, assign_replicas_to_brokers
+from actors.server.admin.assignment import (
+    MIXED_RACKS_ERROR,
+    MIXED_RACKS_TOOL_MESSAGE,
+    AssignmentError,
+    assign_replicas_to_brokers,
+)
 from actors.server.config import BrokerConfig
 from runtime.actor import Actor
 from runtime.context import Context
@@ -195,9 +201,7 @@ class AdminManagerActor(Actor[AdminMessage]):
     def _create_topics(self, request: CreateTopicsRequest, now_ms: int, rng: random.Random) -> Script:
         existing: list[str] = yield ZkGetChildren(zk_data.TOPICS_PATH)
         being_deleted: list[str] = yield ZkGetChildren(zk_data.DELETE_TOPICS_PATH)
-        brokers = sorted(
-            zk_data.parse_broker_id(name) for name in (yield ZkGetChildren(zk_data.BROKER_IDS_PATH))
-        )
+        racks = yield from _registered_brokers()
         known = set(existing)
         results: dict[str, CreatableTopicResult] = {}
         created: list[str] = []
@@ -210,7 +214,7 @@ class AdminManagerActor(Actor[AdminMessage]):
                 )  # fmt: skip
                 continue
             try:
-                assignment, configs = self._plan_topic(topic, known, set(being_deleted), brokers, rng)
+                assignment, configs = self._plan_topic(topic, known, set(being_deleted), racks, rng)
             except AdminError as refused:
                 results[topic.name] = CreatableTopicResult(
                     name=topic.name, error_code=refused.error_code, error_message=str(refused)
@@ -251,9 +255,11 @@ class AdminManagerActor(Actor[AdminMessage]):
         topic: CreatableTopic,
         existing: set[str],
         being_deleted: set[str],
-        brokers: list[int],
+        racks: Mapping[int, str | None],
         rng: random.Random,
     ) -> tuple[dict[int, tuple[int, ...]], dict[str, str]]:
+        """``racks``: the registered brokers, by id, with their racks."""
+        brokers = list(racks)
         message = validate_topic_name(topic.name)
         if message is not None:
             raise AdminError(ErrorCode.INVALID_TOPIC_EXCEPTION, message)
@@ -286,7 +292,7 @@ class AdminManagerActor(Actor[AdminMessage]):
         if not brokers:
             raise AdminError(ErrorCode.INVALID_REPLICATION_FACTOR, "No brokers are registered")
         try:
-            return assign_replicas_to_brokers(brokers, partitions, replication, rng=rng), configs
+            return assign_replicas_to_brokers(brokers, partitions, replication, rng=rng, racks=racks), configs
         except AssignmentError as error:
             raise AdminError(ErrorCode[error.error_name], str(error)) from None
 
@@ -376,12 +382,19 @@ class AdminManagerActor(Actor[AdminMessage]):
     # ------------------------------------------------------------------------ CreatePartitions
 
     def _create_partitions(self, request: CreatePartitionsRequest, now_ms: int, rng: random.Random) -> Script:
-        brokers = sorted(
-            zk_data.parse_broker_id(name) for name in (yield ZkGetChildren(zk_data.BROKER_IDS_PATH))
-        )
+        racks = yield from _registered_brokers()
+        # Kafka reads the brokers rack-enforced before looking at any topic: with some brokers
+        # racked and others not, nothing can be added, not even with explicit assignments.
+        mixed = any(r is None for r in racks.values()) and any(r is not None for r in racks.values())
         results: list[CreatePartitionsResult] = []
         grown: list[str] = []
         for topic in request.topics:
+            if mixed:
+                results.append(CreatePartitionsResult(
+                    name=topic.name, error_code=ErrorCode[MIXED_RACKS_ERROR],
+                    error_message=MIXED_RACKS_TOOL_MESSAGE,
+                ))  # fmt: skip
+                continue
             try:
                 found = yield ZkGet(zk_data.topic_path(topic.name))
             except NoNodeError:
@@ -393,7 +406,7 @@ class AdminManagerActor(Actor[AdminMessage]):
             data, stat = found
             current = zk_data.decode_topic_assignment(topic.name, data)
             try:
-                added = _added_partitions(topic, current, brokers, rng)
+                added = _added_partitions(topic, current, racks, rng)
             except AdminError as refused:
                 results.append(CreatePartitionsResult(
                     name=topic.name, error_code=refused.error_code, error_message=str(refused)
@@ -606,6 +619,21 @@ class AdminManagerActor(Actor[AdminMessage]):
 # ------------------------------------------------------------------------------------ helpers
 
 
+def _registered_brokers() -> Script:
+    """The registered brokers by id, each with its ``broker.rack`` (None without one). A broker
+    that deregisters between the listing and the read is left out, as if listed a moment later."""
+    racks: dict[int, str | None] = {}
+    for name in (yield ZkGetChildren(zk_data.BROKER_IDS_PATH)):
+        broker_id = zk_data.parse_broker_id(name)
+        try:
+            data, _ = yield ZkGet(zk_data.broker_id_path(broker_id))
+        except NoNodeError:
+            continue
+        racks[broker_id] = zk_data.decode_broker_registration(broker_id, data).rack
+    found: dict[int, str | None] = dict(sorted(racks.items()))
+    return found
+
+
 def _write_topic_config(topic: str, configs: Mapping[str, str]) -> Script:
     data = zk_data.encode_topic_config(configs)
     try:
@@ -664,8 +692,12 @@ def _checked_assignment(
 
 
 def _added_partitions(
-    topic: CreatePartitionsTopic, current: zk_data.TopicAssignment, brokers: list[int], rng: random.Random
+    topic: CreatePartitionsTopic,
+    current: zk_data.TopicAssignment,
+    racks: Mapping[int, str | None],
+    rng: random.Random,
 ) -> dict[int, tuple[int, ...]]:
+    brokers = list(racks)
     existing = len(current.partitions)
     if topic.count < existing:
         raise AdminError(
@@ -691,11 +723,20 @@ def _added_partitions(
             )
         _checked_assignment(dict(enumerate(added.values())), brokers)
         return added
+    # Kafka's AdminZkClient.addPartitions: start at the first broker (by id) not below partition
+    # 0's first replica, else at 0. With racks that index is used in the rack-alternated list, as
+    # in Kafka.
     first_leader = current.partitions[0][0]
-    start = sorted(brokers).index(first_leader) if first_leader in brokers else None
+    start = next((i for i, b in enumerate(sorted(brokers)) if b >= first_leader), 0)
     try:
         return assign_replicas_to_brokers(
-            brokers, new, replication, rng=rng, fixed_start_index=start, start_partition_id=existing
+            brokers,
+            new,
+            replication,
+            rng=rng,
+            fixed_start_index=start,
+            start_partition_id=existing,
+            racks=racks,
         )
     except AssignmentError as error:
         raise AdminError(ErrorCode[error.error_name], str(error)) from None
