@@ -1,7 +1,10 @@
-"""``actorlog cluster up``: a local cluster in the foreground until Ctrl-C or SIGTERM.
+"""``actorlog cluster up``: a local cluster in the foreground until Ctrl-C or SIGTERM;
+``actorlog cluster health``: any cluster's health and the rolling-restart check
+(``ops/cli/cluster_health.py``).
 
     actorlog cluster up [--brokers N] [--zookeeper HOST:PORT] [--data-dir DIR] [--config k=v ...]
                         [--base-port P] [--prometheus] [--tls]
+    actorlog cluster health --bootstrap-server H:P [--broker N] [--output text|json] [--wait SECONDS]
 
 Without ``--zookeeper`` it starts its own ZooKeeper from the installed package. It writes
 ``DIR/cluster.json`` (broker ids, listeners, pids, ZooKeeper address) and ``DIR/client.properties``
@@ -29,6 +32,7 @@ import signal
 import sys
 from pathlib import Path
 
+from ops.cli import cluster_health
 from ops.clients.connection import DEFAULT_DATA_DIR
 from ops.config import parse_overrides
 from ops.local.cluster import ChildExit, LocalCluster
@@ -73,11 +77,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="HTTPS listeners and SASL_SSL Kafka listeners: a CA and broker certificates in DATA_DIR/tls/, "
         "clients told SASL_SSL with the CA as ssl.truststore.location (needs the openssl command)",
     )
+    health = commands.add_parser(
+        "health",
+        help="under-replicated, under-min-ISR, offline and rack-breaking partitions; whether a broker "
+        "may restart now (exit 0 healthy / allowed, 1 not, 2 error)",
+    )
+    cluster_health.add_arguments(health)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     arguments = build_parser().parse_args(argv)
+    if arguments.command == "health":
+        try:
+            return asyncio.run(cluster_health.run(arguments))
+        except KeyboardInterrupt:
+            return 130
     # Our own ZooKeeper client (it waits for broker registrations) retries when ZooKeeper is gone
     # and its library logs each attempt with a traceback: the one-line report of ZooKeeper's
     # exit says it all.

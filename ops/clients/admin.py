@@ -16,6 +16,7 @@ Rules kept:
 from __future__ import annotations
 
 import asyncio
+import enum
 import os
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -44,7 +45,20 @@ from actors.common.client_protocol import (
 )
 from actors.common.errors import ErrorCode, KafkaError
 from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME, broker_node, broker_ref
-from actors.common.protocol import BrokerEndpoint, MetadataRequest, MetadataResponse, PartitionMetadata
+from actors.common.protocol import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    BrokerEndpoint,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionMetadata,
+    ReassignablePartition,
+)
+from actors.common.types import TopicPartition
 from ops.clients.connection import (
     ClientCredential,
     ClientNode,
@@ -52,6 +66,7 @@ from ops.clients.connection import (
     resolve_credential,
     resolve_ssl_context,
 )
+from ops.cluster_health import ClusterHealth, gather_cluster_health
 from runtime.clock import wait_ms
 from runtime.ref import ActorRef
 
@@ -59,8 +74,10 @@ __all__ = [
     "Admin",
     "ClusterDescription",
     "ConfigEntry",
+    "ElectionType",
     "NewTopic",
     "PartitionDescription",
+    "PartitionReassignment",
     "TopicDescription",
 ]
 
@@ -118,6 +135,23 @@ class ConfigEntry:
     read_only: bool
 
 
+class ElectionType(enum.IntEnum):
+    """Kafka's ElectionType: the ``election_type`` of ElectLeaders."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionReassignment:
+    """An ongoing reassignment (KIP-455): the replica set during the move (target and current
+    replicas together), the replicas being added and those to be removed when it completes."""
+
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
+
+
 class Admin:
     """``async with Admin("localhost:9092") as admin: await admin.create_topic(...)``."""
 
@@ -167,6 +201,19 @@ class Admin:
         return ClusterDescription(
             cluster_id=response.cluster_id, controller_id=response.controller_id, brokers=response.brokers
         )
+
+    async def cluster_health(self, *, broker: int | None = None) -> ClusterHealth:
+        """The cluster health view, with the restart check for ``broker`` (``ops/cluster_health.py``;
+        the same requests the brokers' ``GET /v1/cluster/health`` makes)."""
+
+        async def ask(actor: str, message: object) -> object:
+            answer = await self._ask_any(actor, message)
+            if isinstance(answer, MetadataResponse):
+                self._brokers = answer.brokers
+                self._node.learn(answer.brokers)
+            return answer
+
+        return await gather_cluster_health(ask, broker=broker)
 
     async def list_topics(self) -> list[str]:
         response = await self.metadata(None)
@@ -302,6 +349,88 @@ class Admin:
         error = _error(response.error_code, response.error_message)
         if error is not None:
             raise error
+
+    # ------------------------------------------------------------ reassignments and elections
+
+    async def alter_partition_reassignments(
+        self, reassignments: Mapping[TopicPartition, Sequence[int] | None]
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Start (a replica list) or cancel (None) the reassignment of each partition; per
+        partition None when the controller accepted it, else the error. The move itself goes on
+        after this returns: ``list_partition_reassignments`` shows it until it completes."""
+        request = AlterPartitionReassignmentsRequest(
+            partitions=tuple(
+                ReassignablePartition(
+                    topic=tp.topic,
+                    partition=tp.partition,
+                    replicas=None if replicas is None else tuple(replicas),
+                )
+                for tp, replicas in reassignments.items()
+            )
+        )
+        response = await self._ask_controller(request)
+        assert isinstance(response, AlterPartitionReassignmentsResponse)
+        return {
+            TopicPartition(r.topic, r.partition): _error(r.error_code, r.error_message)
+            for r in response.results
+        }
+
+    async def list_partition_reassignments(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The ongoing reassignments (of ``partitions`` only, when given)."""
+        request = ListPartitionReassignmentsRequest(
+            partitions=None if partitions is None else tuple(partitions)
+        )
+        response = await self._ask_controller(request)
+        assert isinstance(response, ListPartitionReassignmentsResponse)
+        return {
+            TopicPartition(r.topic, r.partition): PartitionReassignment(
+                replicas=r.replicas, adding_replicas=r.adding_replicas, removing_replicas=r.removing_replicas
+            )
+            for r in response.reassignments
+        }
+
+    async def elect_leaders(
+        self, election_type: ElectionType, partitions: Iterable[TopicPartition] | None = None
+    ) -> dict[TopicPartition, KafkaError | None]:
+        """Elect leaders (KIP-460); per partition None when elected, else the error
+        (ELECTION_NOT_NEEDED: it already had the leader the election would give). None asks for
+        every partition, and then those that needed no election are left out."""
+        request = ElectLeadersRequest(
+            election_type=int(election_type), partitions=None if partitions is None else tuple(partitions)
+        )
+        response = await self._ask_controller(request)
+        assert isinstance(response, ElectLeadersResponse)
+        return {
+            TopicPartition(r.topic, r.partition): _error(r.error_code, r.error_message)
+            for r in response.results
+        }
+
+    async def _ask_controller(
+        self,
+        request: AlterPartitionReassignmentsRequest | ListPartitionReassignmentsRequest | ElectLeadersRequest,
+    ) -> AlterPartitionReassignmentsResponse | ListPartitionReassignmentsResponse | ElectLeadersResponse:
+        """Any broker's admin actor relays these to the active controller. NOT_CONTROLLER (none
+        known, or it just moved) is retried after ``retry.backoff.ms`` until the API timeout, as
+        Kafka's AdminClient does; any other request-level error is raised."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._api_timeout_ms / 1000
+        while True:
+            response = await self._ask_any(ADMIN_ACTOR_NAME, request)
+            assert isinstance(
+                response,
+                AlterPartitionReassignmentsResponse
+                | ListPartitionReassignmentsResponse
+                | ElectLeadersResponse,
+            )
+            if response.error_code is not ErrorCode.NOT_CONTROLLER or loop.time() >= deadline:
+                break
+            await wait_ms(self._node.system.clock, _RETRY_BACKOFF_MS)
+        error = _error(response.error_code, response.error_message)
+        if error is not None:
+            raise error
+        return response
 
     # ------------------------------------------------------------------------------ transport
 

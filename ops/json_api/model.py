@@ -304,6 +304,12 @@ def parse_state_changes_query(query: Mapping[str, str]) -> StateChangesQuery:
     )
 
 
+def parse_health_query(query: Mapping[str, str]) -> int | None:
+    """``GET /v1/cluster/health``: the broker whose restart is asked about, if any."""
+    reject_query(query, ("broker",))
+    return _query_int(query, "broker", None, 0, _MAX_INT32) if "broker" in query else None
+
+
 def _query_int(query: Mapping[str, str], name: str, default: int | None, low: int, high: int) -> int:
     raw = query.get(name)
     if raw is None:

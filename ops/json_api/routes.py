@@ -5,6 +5,9 @@ the broker identity's ``Bearer <internal.auth.secret>``: ``ops/security/authenti
 
     GET  /openapi.json                                          the OpenAPI 3.1 document (open)
     GET  /v1/cluster                                            cluster id, controller, brokers
+    GET  /v1/cluster/health?broker=                             under-replicated, under-min-ISR,
+                                                                offline and rack-breaking partitions;
+                                                                may broker N restart now
     GET  /v1/state-changes?since=&incarnation=&limit=           this broker's ISR state-change events
     GET  /v1/topics                                             topic names
     GET  /v1/topics/{topic}                                     partitions: leader, epoch, replicas, ISR
@@ -69,7 +72,7 @@ from aiohttp import web
 
 from actors.clients.producer.errors import ProducerError
 from actors.common.errors import ErrorCode
-from actors.common.names import BROKER_ACTOR_NAME, broker_node
+from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME, broker_node
 from actors.common.protocol import (
     CONSUMER_REPLICA_ID,
     EARLIEST_TIMESTAMP,
@@ -92,6 +95,7 @@ from actors.common.protocol import (
     TopicMetadata,
 )
 from ops.clients.producer import Producer, RecordMetadata
+from ops.cluster_health import gather_cluster_health, health_body
 from ops.json_api.model import (
     MAX_RECORDS_PER_REQUEST,
     ApiError,
@@ -106,6 +110,7 @@ from ops.json_api.model import (
     offsets_body,
     outcome_of_delivery,
     outcomes_of_batch,
+    parse_health_query,
     parse_offsets_query,
     parse_partition,
     parse_produce_body,
@@ -232,6 +237,7 @@ class JsonApi:
         return [
             web.get("/openapi.json", self._openapi, allow_head=False),
             web.get("/v1/cluster", self._guard(self._cluster), allow_head=False),
+            web.get("/v1/cluster/health", self._guard(self._cluster_health), allow_head=False),
             web.get("/v1/state-changes", self._guard(self._state_changes), allow_head=False),
             web.get("/v1/topics", self._guard(self._topics), allow_head=False),
             web.get("/v1/topics/{topic}", self._guard(self._topic), allow_head=False),
@@ -310,6 +316,17 @@ class JsonApi:
     async def _cluster(self, request: web.Request, node: BrokerNode) -> web.Response:
         reject_query(request.query)
         return _json(200, cluster_body(await self._metadata(node, ())))
+
+    async def _cluster_health(self, request: web.Request, node: BrokerNode) -> web.Response:
+        """This broker's metadata cache and its admin actor's topic configs, assessed by
+        ``ops/cluster_health.py`` (the code path ``actorlog cluster health`` takes too)."""
+        broker = parse_health_query(request.query)
+        refs = {BROKER_ACTOR_NAME: node.broker, ADMIN_ACTOR_NAME: node.admin}
+
+        async def ask(actor: str, message: object) -> object:
+            return await node.system.ask(refs[actor], message, timeout_ms=node.config.request_timeout_ms)
+
+        return _json(200, health_body(await gather_cluster_health(ask, broker=broker)))
 
     async def _state_changes(self, request: web.Request, node: BrokerNode) -> web.Response:
         query = parse_state_changes_query(request.query)

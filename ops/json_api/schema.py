@@ -92,6 +92,67 @@ _SCHEMAS: Final[dict[str, Schema]] = {
             "brokers": {"type": "array", "items": _ref("Broker"), "description": "Live brokers."},
         }
     ),
+    "HealthPartition": _object(
+        {
+            "topic": {"type": "string"},
+            "partition": _integer("Partition number.", 0),
+            "leader": _integer("The leader's broker id (-1: no leader, the partition is offline)."),
+            "replicas": {**_BROKER_IDS, "description": "Assigned replicas, preferred leader first."},
+            "isr": {**_BROKER_IDS, "description": "In-sync replicas."},
+            "out_of_isr": {**_BROKER_IDS, "description": "Assigned replicas not in the ISR."},
+            "min_insync_replicas": _integer("The topic's min.insync.replicas.", 1),
+            "replica_racks": {
+                "type": "array",
+                "items": {"type": ["string", "null"]},
+                "description": "Each replica's broker.rack, in replica order (null: none, or the broker "
+                "is not live).",
+            },
+        }
+    ),
+    "RestartCheck": _object(
+        {
+            "broker": _integer("The broker asked about.", 0),
+            "live": {"type": "boolean", "description": "Whether it is a live broker now."},
+            "allowed": {
+                "type": "boolean",
+                "description": "Whether it may restart now without taking any partition it hosts below "
+                "min.insync.replicas.",
+            },
+            "hosted_partitions": _integer("Partitions with a replica on it.", 0),
+            "blocking_partitions": {
+                "type": "array",
+                "items": _ref("HealthPartition"),
+                "description": "Partitions whose ISR holds the broker and would be below "
+                "min.insync.replicas without it.",
+            },
+            "reason": {"type": "string", "description": "The answer, for a person."},
+        }
+    ),
+    "ClusterHealth": _object(
+        {
+            "healthy": {
+                "type": "boolean",
+                "description": "No partition under-replicated, under min ISR, offline or breaking the "
+                "rack constraint.",
+            },
+            "controller_id": _integer("The active controller's broker id (-1: none known)."),
+            "brokers": {**_BROKER_IDS, "description": "Live brokers."},
+            "topic_count": _integer("Topics assessed.", 0),
+            "partition_count": _integer("Partitions assessed.", 0),
+            "under_replicated_partitions": {"type": "array", "items": _ref("HealthPartition")},
+            "under_min_isr_partitions": {"type": "array", "items": _ref("HealthPartition")},
+            "offline_partitions": {"type": "array", "items": _ref("HealthPartition")},
+            "rack_constraint_broken_partitions": {
+                "type": "array",
+                "items": _ref("HealthPartition"),
+                "description": "Partitions whose replicas cover fewer racks than they could.",
+            },
+            "restart": {
+                "anyOf": [_ref("RestartCheck"), {"type": "null"}],
+                "description": "Only with the broker parameter: whether that broker may restart now.",
+            },
+        }
+    ),
     "TopicList": _object({"topics": {"type": "array", "items": {"type": "string"}}}),
     "PartitionInfo": _object(
         {
@@ -456,6 +517,28 @@ def _document() -> dict[str, Any]:
                     "operationId": "getCluster",
                     "responses": {
                         "200": _response("The cluster.", _ref("Cluster")),
+                        **_errors(400, *_COMMON_ERRORS),
+                    },
+                }
+            },
+            "/v1/cluster/health": {
+                "get": {
+                    "summary": "Partitions under-replicated, under min ISR, offline or breaking the rack "
+                    "constraint; with broker, whether it may restart now",
+                    "description": "From this broker's metadata cache and the topics' "
+                    "min.insync.replicas. A broker may restart only if every partition whose ISR holds it "
+                    "keeps at least min.insync.replicas in-sync replicas without it (docs/operations.md, "
+                    "Cluster health and rolling restarts). Always 200: the body says healthy or not.",
+                    "operationId": "getClusterHealth",
+                    "parameters": [
+                        _query(
+                            "broker",
+                            "A broker id: also answer whether this broker may restart now.",
+                            {"type": "integer", "minimum": 0, "maximum": _INT32_MAX},
+                        )
+                    ],
+                    "responses": {
+                        "200": _response("The cluster's health.", _ref("ClusterHealth")),
                         **_errors(400, *_COMMON_ERRORS),
                     },
                 }

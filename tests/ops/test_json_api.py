@@ -913,3 +913,48 @@ async def test_a_starting_broker_answers_503_and_a_failing_one_500_without_a_tra
             answer = await api.call("GET", "/v1/cluster")
             assert (answer.status, answer.error) == (500, "UNKNOWN_SERVER_ERROR")
             assert answer.body["message"] == "internal error: RuntimeError"
+
+
+# ---------------------------------------------------------------------------- cluster health
+
+
+async def test_cluster_health_lists_problems_and_answers_restarts(api: Api) -> None:
+    """GET /v1/cluster/health: from broker 1's metadata cache and the topics' min ISR (2 here)."""
+    health = await api.call("GET", "/v1/cluster/health")
+    assert health.status == 200
+    body = health.body
+    assert (body["healthy"], body["brokers"], body["restart"]) == (False, [1, 2, 3], None)
+    # thin-0 has one replica, in sync, below min.insync.replicas=2.
+    assert [(p["topic"], p["partition"], p["isr"]) for p in body["under_min_isr_partitions"]] == [
+        (THIN, 0, [1])
+    ]
+    assert body["under_replicated_partitions"] == body["offline_partitions"] == []
+    assert body["rack_constraint_broken_partitions"] == []
+    # Broker 3 is in the full ISRs of orders (3 of min 2) only: it may go. Broker 1 is thin-0's ISR.
+    allowed = (await api.call("GET", "/v1/cluster/health?broker=3")).body["restart"]
+    assert (allowed["allowed"], allowed["live"], allowed["hosted_partitions"]) == (True, True, 3)
+    refused = (await api.call("GET", "/v1/cluster/health?broker=1")).body["restart"]
+    assert refused["allowed"] is False
+    assert [(p["topic"], p["partition"]) for p in refused["blocking_partitions"]] == [(THIN, 0)]
+
+    # Broker 1 leads orders-0; cut off from broker 3 it shrinks the ISR to (1, 2): at min ISR.
+    tp = TopicPartition(ORDERS, 0)
+    cut = api.cluster.cut(1, 3)
+    produced = await api.cluster.produce(1, tp, batch(b"x"), acks=1)
+    assert produced.partitions[0].error_code is ErrorCode.NONE
+    await api.cluster.wait_for(
+        lambda: (m := api.cluster.broker(1).metadata.partition_state(tp)) is not None and 3 not in m.isr
+    )
+    api.cluster.heal(cut)
+    body = (await api.call("GET", "/v1/cluster/health?broker=2")).body
+    assert [(p["partition"], p["isr"], p["out_of_isr"]) for p in body["under_replicated_partitions"]] == [
+        (0, [1, 2], [3])
+    ]
+    assert [(p["topic"], p["partition"]) for p in body["restart"]["blocking_partitions"]] == [(ORDERS, 0)]
+    assert (await api.call("GET", "/v1/cluster/health?broker=3")).body["restart"]["allowed"] is True
+
+
+async def test_cluster_health_refuses_bad_parameters(api: Api) -> None:
+    for query in ("broker=x", "broker=-1", "broker=1&broker=2", "topic=orders"):
+        answer = await api.call("GET", f"/v1/cluster/health?{query}")
+        assert (answer.status, answer.error) == (400, "INVALID_REQUEST"), query
