@@ -161,6 +161,8 @@ class ConfigSource(enum.IntEnum):
 
     UNKNOWN = 0
     DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
 
@@ -221,7 +223,8 @@ class AlterableConfig:
 @wire
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IncrementalAlterConfigsRequest:
-    """Topic resources only (broker configuration is static in this system)."""
+    """A topic's overrides, or a broker's dynamic configs (``resource_name`` a broker id, or ""
+    for the cluster-wide default); broker resources accept only the dynamic keys."""
 
     resource_type: ConfigResourceType
     resource_name: str

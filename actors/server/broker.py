@@ -117,8 +117,10 @@ from actors.server.replica.messages import (
     ReadRecords,
 )
 from actors.server.replica_manager import HostedPartitions, PartitionDeleted
+from actors.server.replication_quota import ReplicationQuotas
 from actors.server.state_changes import StateChange, StateChangeLog
 from actors.server.topic_config_manager import (
+    BrokerConfigChanged,
     LoadTopicConfigs,
     TopicConfigChanged,
     TopicConfigManagerActor,
@@ -275,6 +277,7 @@ BrokerMessage: TypeAlias = (
     | _FlushTick
     | _TopicConfigsReady
     | TopicConfigChanged
+    | BrokerConfigChanged
     | _AutoCreated
     | PartitionDeleted
     | GroupCoordinatorStarted
@@ -324,6 +327,10 @@ class BrokerActor(Actor[BrokerMessage]):
         self.address_book = address_book
         self.metadata = MetadataCache()
         self.metadata.cluster_id = cluster_id
+        # The replication quotas (docs/replication-quotas.md): the leader side is applied here
+        # on follower fetches; the follower side is shared with this node's replica fetchers.
+        self.quotas = ReplicationQuotas(config.broker_id)
+        self._last_now_ms = 0
         self.hosted = HostedPartitions(
             config=config,
             log_manager=log_manager,
@@ -332,6 +339,7 @@ class BrokerActor(Actor[BrokerMessage]):
             topic_config=topic_config or self._topic_settings_of,
             state_changes=state_changes,
             group_coordinator=group_coordinator,
+            follower_quota=self.quotas.follower,
         )
         self.state_changes = state_changes
         self._fixed_topic_config = topic_config is not None
@@ -432,6 +440,7 @@ class BrokerActor(Actor[BrokerMessage]):
     # -------------------------------------------------------------------------------- dispatch
 
     def receive(self, ctx: Context[BrokerMessage], message: BrokerMessage) -> None:
+        self._last_now_ms = ctx.now_ms
         try:
             self._dispatch(ctx, message)
         except OSError as error:
@@ -505,12 +514,18 @@ class BrokerActor(Actor[BrokerMessage]):
                 self.hosted.elect_offsets_partitions_again(ctx)
             case TopicConfigChanged():
                 self.topic_settings[message.topic] = (message.policy, message.log_config)
+                self._update_topic_quotas(message.topic, message.log_config)
                 self.hosted.update_topic_config(ctx, message.topic, message.policy, message.log_config)
                 if message.policy.unclean_leader_election_enable:
                     # Kafka's TopicConfigHandler: the controller (if it runs here) elects the
                     # topic's offline partitions now that an unclean leader is allowed.
                     controller = ActorRef(node_id=ctx.self_ref.node_id, name=CONTROLLER_ACTOR_NAME)
                     ctx.tell(controller, EnableTopicUncleanLeaderElection(message.topic))
+            case BrokerConfigChanged():
+                self.quotas.update_rates(
+                    message.settings.leader_replication_throttled_rate,
+                    message.settings.follower_replication_throttled_rate,
+                )
             case _RetentionTick():
                 self.log_manager.delete_old_segments(now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
             case _FlushTick():
@@ -637,10 +652,18 @@ class BrokerActor(Actor[BrokerMessage]):
         request = pending.request
         assert isinstance(request, FetchRequest)
         pending.results = {}
+        leader_quota = self.quotas.leader
         for wanted in request.partitions:
             if self._partition_ref(wanted.tp) is None:
                 pending.results[wanted.tp] = _fetch_error(wanted.tp, self._missing_partition_error(wanted.tp))
                 continue
+            # Kafka's shouldLeaderThrottle: a throttled partition while the leader quota is
+            # exceeded (the partition adds the test that the fetching replica is not in the ISR).
+            throttled = (
+                request.is_from_follower
+                and leader_quota.is_throttled(wanted.tp)
+                and leader_quota.is_exceeded(ctx.now_ms)
+            )
             read = ReadRecords(
                 replica_id=request.replica_id,
                 fetch_offset=wanted.fetch_offset,
@@ -651,6 +674,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 # max_bytes afterwards (only the first partition with data keeps an oversized batch).
                 min_one_message=True,
                 update_follower_state=update_follower_state,
+                leader_throttled=throttled,
             )
             self._ask_partition(ctx, pending, wanted.tp, read, self.config.replica_socket_timeout_ms)
         if not pending.waiting:
@@ -712,6 +736,14 @@ class BrokerActor(Actor[BrokerMessage]):
         for partition in response.partitions:
             if partition.error_code is not ErrorCode.NONE:
                 self._count_error(pending.kind, partition.error_code)
+        if request.is_from_follower:
+            # Every byte sent for a throttled partition counts, in sync or not (Kafka's
+            # sizeOfThrottledPartitions), so the bound covers all of the throttled traffic.
+            leader_quota = self.quotas.leader
+            throttled_bytes = sum(
+                len(p.records) for p in response.partitions if leader_quota.is_throttled(p.tp)
+            )
+            leader_quota.record(throttled_bytes, ctx.now_ms)
         self._reply(ctx, pending, response)
 
     # ------------------------------------------------------------------- epochs and offsets
@@ -947,7 +979,16 @@ class BrokerActor(Actor[BrokerMessage]):
             ctx.log.warning("topic configs not read yet; LeaderAndIsr waits and asks again")
         else:
             self.topic_settings.update(message.loaded.settings)
+            for topic, (_, log_config) in message.loaded.settings.items():
+                self._update_topic_quotas(topic, log_config)
         self._release_held(ctx)
+
+    def _update_topic_quotas(self, topic: str, log_config: LogConfig) -> None:
+        self.quotas.update_topic(
+            topic,
+            log_config.leader_replication_throttled_replicas,
+            log_config.follower_replication_throttled_replicas,
+        )
 
     def _apply_leader_and_isr(
         self,
@@ -1191,8 +1232,10 @@ class BrokerActor(Actor[BrokerMessage]):
 
     # ------------------------------------------------------------------------------ statistics
 
-    def statistics(self) -> BrokerStatistics:
+    def statistics(self, now_ms: int | None = None) -> BrokerStatistics:
+        """``now_ms``: the time the quota byte rates are measured at (the last message's otherwise)."""
         propagation = self.propagation
+        measured_at = self._last_now_ms if now_ms is None else now_ms
         metrics = self.request_metrics
         return BrokerStatistics(
             broker_id=self.broker_id,
@@ -1220,6 +1263,10 @@ class BrokerActor(Actor[BrokerMessage]):
             offline_log_directories=int(self.log_manager.offline_reason is not None),
             log_recovery_actions=self.log_manager.recovery_report.counts(),
             log_recovery_truncated_bytes=self.log_manager.recovery_report.truncated_bytes,
+            leader_replication_byte_rate=self.quotas.leader.byte_rate(measured_at),
+            follower_replication_byte_rate=self.quotas.follower.byte_rate(measured_at),
+            leader_replication_throttle_time_ms=self.quotas.leader.throttle_time_ms_total,
+            follower_replication_throttle_time_ms=self.quotas.follower.throttle_time_ms_total,
         )
 
     def _followed_out_of_isr(self) -> tuple[str, ...]:

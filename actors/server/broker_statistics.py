@@ -55,6 +55,12 @@ class BrokerStatistics:
     # What loading the log dir at start-up repaired: actions by kind, and bytes cut off segments.
     log_recovery_actions: dict[str, int] = field(default_factory=dict)
     log_recovery_truncated_bytes: int = 0
+    # Replication quotas (docs/replication-quotas.md): bytes/s of throttled partitions over the
+    # quota's 11 one-second windows, and how long each quota has been seen exceeded.
+    leader_replication_byte_rate: float = 0.0
+    follower_replication_byte_rate: float = 0.0
+    leader_replication_throttle_time_ms: int = 0
+    follower_replication_throttle_time_ms: int = 0
 
 
 @dataclass(slots=True)

@@ -57,6 +57,7 @@ from actors.server.replica.messages import (
     UpdateTopicConfig,
 )
 from actors.server.replica.partition import PartitionActor
+from actors.server.replication_quota import ReplicationQuota
 from actors.server.state_changes import StateChangeLog
 from runtime.context import Context
 from runtime.coordination.base import Coordinator
@@ -109,9 +110,11 @@ class HostedPartitions:
         topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
         state_changes: StateChangeLog | None = None,
         group_coordinator: ActorRef | None = None,
+        follower_quota: ReplicationQuota | None = None,
     ) -> None:
         """``group_coordinator``: the node's ``group-coordinator`` actor, told of leadership changes
-        of ``__consumer_offsets`` partitions (rule 6); None where no coordinator runs (tests)."""
+        of ``__consumer_offsets`` partitions (rule 6); None where no coordinator runs (tests).
+        ``follower_quota``: the broker's follower replication quota, shared by its fetchers."""
         self.config = config
         self.group_coordinator = group_coordinator
         self.broker_id = config.broker_id
@@ -122,7 +125,7 @@ class HostedPartitions:
         self._topic_config = topic_config
         self.partitions: dict[TopicPartition, HostedPartition] = {}
         self.stopping: dict[TopicPartition, _Stopping] = {}
-        self.fetcher_manager = ReplicaFetcherManager(config, self._leader_epoch_of)
+        self.fetcher_manager = ReplicaFetcherManager(config, self._leader_epoch_of, follower_quota)
 
     def __len__(self) -> int:
         return len(self.partitions)

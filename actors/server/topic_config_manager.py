@@ -8,7 +8,12 @@ Kafka's broker reads ``/config/topics/<t>`` when a topic first appears in a Lead
   until then, so no partition starts with the wrong ``min.insync.replicas``. A ZooKeeper failure
   is retried after ``_RETRY_MS`` (the broker keeps waiting: the controller resends nothing);
 * a child watch on ``/config/changes`` re-reads the topics named by new notifications and tells
-  the broker ``TopicConfigChanged`` for each (``topic_configs.py`` keeps the bookkeeping).
+  the broker ``TopicConfigChanged`` for each (``topic_configs.py`` keeps the bookkeeping);
+* dynamic broker configs (``dynamic_broker_config.py``): ``/config/brokers/<id>`` and
+  ``/config/brokers/<default>`` are read once the first listing of ``/config/changes`` has set
+  the mark (so no change can fall between the read and the watch), and again after every
+  ``brokers/<id>`` or ``brokers/<default>`` notification; each read is told to the broker as
+  ``BrokerConfigChanged``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from typing import TypeAlias, assert_never
 from actors.common.scripts import Pause, Resume, Script, ScriptRunner, ScriptStep
 from actors.server import zk_data
 from actors.server.config import BrokerConfig, TopicPolicy
+from actors.server.dynamic_broker_config import DynamicBrokerConfigs, DynamicBrokerSettings
 from actors.server.topic_configs import TopicConfigs
 from runtime.actor import Actor
 from runtime.context import Context
@@ -31,6 +37,7 @@ from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
 
 __all__ = [
+    "BrokerConfigChanged",
     "LoadTopicConfigs",
     "TopicConfigChanged",
     "TopicConfigManagerActor",
@@ -59,6 +66,16 @@ class TopicConfigChanged:
 
 
 @dataclass(frozen=True, slots=True)
+class BrokerConfigChanged:
+    """This broker's dynamic configs as just read: the settings in force, and the raw overrides
+    (per broker, cluster default) for DescribeConfigs."""
+
+    settings: DynamicBrokerSettings
+    per_broker: dict[str, str]
+    default: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
 class _ChangesFired:
     pass
 
@@ -83,6 +100,7 @@ class TopicConfigManagerActor(Actor[TopicConfigMessage]):
         self.coordinator = coordinator
         self.broker = broker
         self.configs = TopicConfigs(config, default_log_config)
+        self.broker_configs = DynamicBrokerConfigs(config.broker_id)
         self.scripts = ScriptRunner(coordinator)
 
     def on_start(self, ctx: Context[TopicConfigMessage]) -> None:
@@ -150,7 +168,10 @@ class TopicConfigManagerActor(Actor[TopicConfigMessage]):
         if message.children is None:
             ctx.start_timer("changes-retry", _ChangesFired(), _RETRY_MS)
             return
+        first_listing = self.configs.last_change is None
         fresh = self.configs.new_changes(message.children)
+        if first_listing:
+            self._start_broker_config_read(ctx)
         if not fresh:
             return
 
@@ -163,6 +184,8 @@ class TopicConfigManagerActor(Actor[TopicConfigMessage]):
     def _apply_changes(self, ctx: Context[TopicConfigMessage], names: list[str]) -> Script:
         paths = tuple(f"{zk_data.CONFIG_CHANGES_PATH}/{name}" for name in names)
         notifications = yield ZkGetMany(paths)
+        if any(self.broker_configs.concerns(name) for name in self.configs.changed_brokers(notifications)):
+            self._start_broker_config_read(ctx)
         topics = self.configs.changed_topics(notifications)
         if not topics:
             return None
@@ -174,3 +197,31 @@ class TopicConfigManagerActor(Actor[TopicConfigMessage]):
             ctx.log.info("config of topic %s changed: %s", topic, self.configs.overrides[topic])
             ctx.tell(self.broker, TopicConfigChanged(topic, policy, log_config))
         return None
+
+    # --------------------------------------------------------------- dynamic broker configs
+
+    def _start_broker_config_read(self, ctx: Context[TopicConfigMessage]) -> None:
+        def finish(result: object, error: Exception | None) -> None:
+            if error is not None:
+                ctx.log.error("reading dynamic broker configs failed: %s", error)
+                return
+            configs = self.broker_configs
+            ctx.log.info("dynamic broker configs: broker %s, default %s", configs.per_broker, configs.default)
+            ctx.tell(
+                self.broker,
+                BrokerConfigChanged(configs.settings(), dict(configs.per_broker), dict(configs.default)),
+            )
+
+        self.scripts.start(ctx, self._read_broker_configs(), finish)
+
+    def _read_broker_configs(self) -> Script:
+        paths = self.broker_configs.paths()
+        while True:
+            try:
+                found = yield ZkGetMany(paths)
+            except CoordinationError as error:
+                _log.warning("reading dynamic broker configs: %s; retrying in %d ms", error, _RETRY_MS)
+                yield Pause(_RETRY_MS)
+                continue
+            self.broker_configs.load(found)
+            return None

@@ -98,15 +98,25 @@ class TopicConfigs:
 
     def changed_topics(self, notifications: Mapping[str, tuple[bytes, Stat] | None]) -> list[str]:
         """The topics named by change notifications (others — clients, users — are not ours)."""
-        topics: list[str] = []
+        return self._changed("topics", notifications)
+
+    def changed_brokers(self, notifications: Mapping[str, tuple[bytes, Stat] | None]) -> list[str]:
+        """The broker entities (ids, ``<default>``) named by change notifications."""
+        return self._changed("brokers", notifications, quiet=True)
+
+    def _changed(
+        self, wanted: str, notifications: Mapping[str, tuple[bytes, Stat] | None], *, quiet: bool = False
+    ) -> list[str]:
+        names: list[str] = []
         for path, found in sorted(notifications.items()):
             if found is None:
                 continue  # purged meanwhile
             try:
                 entity_type, name = zk_data.decode_config_change_notification(found[0], path=path)
             except zk_data.ZkDataError as error:
-                _log.warning("ignoring an unreadable config change notification: %s", error)
+                if not quiet:  # said once, by the topics pass
+                    _log.warning("ignoring an unreadable config change notification: %s", error)
                 continue
-            if entity_type == "topics" and name not in topics:
-                topics.append(name)
-        return topics
+            if entity_type == wanted and name not in names:
+                names.append(name)
+        return names

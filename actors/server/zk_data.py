@@ -20,7 +20,10 @@ anyone who knows Kafka's ZooKeeper data can read ours with ``zkCli.sh``:
 ``/admin/reassign_partitions``                  ``{"version":1,"partitions":[{"topic","partition",
                                                 "replicas":[..]}]}`` (target replicas)
 ``/config/topics/<t>``                          ``{"version":1,"config":{"key":"value"}}``
-``/config/changes/config_change_<seq>``         ``{"version":2,"entity_path":"topics/<t>"}``
+``/config/brokers/<id>``, ``/config/brokers/     ``{"version":1,"config":{"key":"value"}}``: dynamic
+<default>``                                     broker configs, per broker and cluster-wide
+``/config/changes/config_change_<seq>``         ``{"version":2,"entity_path":"topics/<t>"}`` (or
+                                                ``"brokers/<id>"``, ``"brokers/<default>"``)
 ``/cluster/id``                                 ``{"version":"1","id":"<22 characters>"}``
 ``/latest_producer_id_block``                   ``{"version":1,"broker":N,"block_start":"<id>",
                                                 "block_end":"<id>"}``
@@ -57,12 +60,14 @@ __all__ = [
     "BROKER_IDS_PATH",
     "BROKER_SEQUENCE_ID_PATH",
     "CLUSTER_ID_PATH",
+    "CONFIG_BROKERS_PATH",
     "CONFIG_CHANGES_PATH",
     "CONFIG_CHANGE_PREFIX",
     "CONFIG_PATH",
     "CONFIG_TOPICS_PATH",
     "CONTROLLER_EPOCH_PATH",
     "CONTROLLER_PATH",
+    "DEFAULT_BROKER_ENTITY",
     "DELETE_TOPICS_PATH",
     "HTTPS_LISTENER_NAME",
     "HTTP_LISTENER_NAME",
@@ -83,7 +88,10 @@ __all__ = [
     "TopicAssignment",
     "TopicPartition",
     "ZkDataError",
+    "broker_config_entity",
+    "broker_config_path",
     "broker_id_path",
+    "decode_broker_config",
     "decode_broker_registration",
     "decode_cluster_id",
     "decode_config_change_notification",
@@ -97,6 +105,8 @@ __all__ = [
     "decode_topic_assignment",
     "decode_topic_config",
     "delete_topic_path",
+    "encode_broker_config",
+    "encode_broker_config_change_notification",
     "encode_broker_registration",
     "encode_cluster_id",
     "encode_config_change_notification",
@@ -137,6 +147,8 @@ REASSIGN_PARTITIONS_PATH: Final = "/admin/reassign_partitions"
 CONFIG_PATH: Final = "/config"
 CONFIG_TOPICS_PATH: Final = "/config/topics"
 CONFIG_CHANGES_PATH: Final = "/config/changes"
+CONFIG_BROKERS_PATH: Final = "/config/brokers"
+DEFAULT_BROKER_ENTITY: Final = "<default>"  # Kafka's ConfigEntityName.Default: every broker
 CONFIG_CHANGE_PREFIX: Final = "config_change_"
 LATEST_PRODUCER_ID_BLOCK_PATH: Final = "/latest_producer_id_block"
 CLUSTER_ID_PATH: Final = "/cluster/id"
@@ -221,6 +233,16 @@ def delete_topic_path(topic: str) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS_PATH}/{_checked_topic(topic)}"
+
+
+def broker_config_entity(broker_id: int | None) -> str:
+    """The entity name of a broker's dynamic config: its id, or ``<default>`` for None (all brokers)."""
+    return DEFAULT_BROKER_ENTITY if broker_id is None else str(_checked_id("broker_id", broker_id))
+
+
+def broker_config_path(broker_id: int | None) -> str:
+    """``/config/brokers/<id>``, or ``/config/brokers/<default>`` for None."""
+    return f"{CONFIG_BROKERS_PATH}/{broker_config_entity(broker_id)}"
 
 
 # ------------------------------------------------------------------------------------ errors
@@ -693,6 +715,28 @@ def decode_topic_config(topic: str, data: bytes, *, path: str | None = None) -> 
         if not isinstance(value, str):
             raise reader.error(f"config.{key}", f"expected a string value, got {value!r}")
     return MappingProxyType(dict(raw))
+
+
+def encode_broker_config(config: Mapping[str, str]) -> bytes:
+    """The data of ``/config/brokers/<id>`` or ``/config/brokers/<default>`` (same shape as a topic's)."""
+    return _dumps({"version": 1, "config": dict(sorted(config.items()))})
+
+
+def decode_broker_config(entity: str, data: bytes, *, path: str | None = None) -> Mapping[str, str]:
+    reader = _Reader(path or f"{CONFIG_BROKERS_PATH}/{entity}", data)
+    reader.version(1)
+    raw = reader.get("config")
+    if not isinstance(raw, dict):
+        raise reader.error("config", f"expected an object, got {raw!r}")
+    for key, value in raw.items():
+        if not isinstance(value, str):
+            raise reader.error(f"config.{key}", f"expected a string value, got {value!r}")
+    return MappingProxyType(dict(raw))
+
+
+def encode_broker_config_change_notification(broker_id: int | None) -> bytes:
+    """The notification after a change of ``/config/brokers/<id>`` (``<default>`` for None)."""
+    return _dumps({"version": 2, "entity_path": f"brokers/{broker_config_entity(broker_id)}"})
 
 
 def encode_config_change_notification(topic: str) -> bytes:

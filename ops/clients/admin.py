@@ -315,24 +315,62 @@ class Admin:
             raise error
         return {entry.name: _config_entry(entry) for entry in result.configs}
 
-    async def describe_broker_config(self, broker_id: int) -> dict[str, ConfigEntry]:
-        if not self._brokers:
-            await self.metadata(())
+    async def describe_broker_config(self, broker_id: int | None) -> dict[str, ConfigEntry]:
+        """A broker's settings (static, and dynamic with their sources), asked of that broker;
+        None: the cluster-wide dynamic defaults (``/config/brokers/<default>``), asked of any."""
         request = DescribeConfigsRequest(
             resources=(
                 DescribeConfigsResource(
-                    resource_type=ConfigResourceType.BROKER, resource_name=str(broker_id)
+                    resource_type=ConfigResourceType.BROKER,
+                    resource_name="" if broker_id is None else str(broker_id),
                 ),
             )
         )
-        target = ActorRef(node_id=broker_node(broker_id), name=ADMIN_ACTOR_NAME)
-        response = await self._ask(target, request, self._request_timeout_ms)
+        if broker_id is None:
+            response = await self._ask_any(ADMIN_ACTOR_NAME, request)
+        else:
+            response = await self._ask_broker(broker_id, request)
         assert isinstance(response, DescribeConfigsResponse)
         result = response.results[0]
         error = _error(result.error_code, result.error_message)
         if error is not None:
             raise error
         return {entry.name: _config_entry(entry) for entry in result.configs}
+
+    async def alter_broker_config(self, broker_id: int | None, changes: Mapping[str, str | None]) -> None:
+        """Set (a value) or delete (None) dynamic broker configs — ``leader.replication.throttled.rate``
+        and ``follower.replication.throttled.rate`` — of one broker (asked of that broker, as Kafka's
+        AdminClient does), or with ``broker_id`` None of the cluster default (asked of any broker).
+        Refusals raise ``KafkaError`` (INVALID_REQUEST for a key that cannot change dynamically)."""
+        request = IncrementalAlterConfigsRequest(
+            resource_type=ConfigResourceType.BROKER,
+            resource_name="" if broker_id is None else str(broker_id),
+            configs=tuple(
+                AlterableConfig(name=k, op=AlterConfigOp.SET, value=v)
+                if v is not None
+                else AlterableConfig(name=k, op=AlterConfigOp.DELETE)
+                for k, v in changes.items()
+            ),
+        )
+        if broker_id is None:
+            response = await self._ask_any(ADMIN_ACTOR_NAME, request)
+        else:
+            response = await self._ask_broker(broker_id, request)
+        assert isinstance(response, IncrementalAlterConfigsResponse)
+        error = _error(response.error_code, response.error_message)
+        if error is not None:
+            raise error
+
+    async def _ask_broker(self, broker_id: int, request: object) -> Any:
+        """Ask one broker's admin actor (broker resources are answered by their own broker)."""
+        if not self._brokers:
+            await self.metadata(())
+        if broker_id not in {b.broker_id for b in self._brokers}:
+            await self.metadata(())
+            if broker_id not in {b.broker_id for b in self._brokers}:
+                raise KafkaError(ErrorCode.INVALID_REQUEST, f"broker {broker_id} is not in the cluster")
+        target = ActorRef(node_id=broker_node(broker_id), name=ADMIN_ACTOR_NAME)
+        return await self._ask(target, request, self._request_timeout_ms)
 
     async def alter_topic_config(
         self, name: str, *, set_configs: Mapping[str, str] | None = None, delete_configs: Iterable[str] = ()

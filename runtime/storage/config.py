@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -108,6 +109,8 @@ class LogConfig:
     unclean_leader_election_enable: bool = False
     flush_policy: FlushPolicy = FlushPolicy.REPLICATED
     records_validation: RecordsValidation = RecordsValidation.BATCH
+    leader_replication_throttled_replicas: str = ""
+    follower_replication_throttled_replicas: str = ""
 
     def __post_init__(self) -> None:
         for spec in _TOPIC_KEYS.values():
@@ -208,6 +211,30 @@ def _cleanup_policy(raw: str) -> str:
     return "delete"
 
 
+_REPLICA_ENTRY: Final = re.compile(r"([0-9]+:[0-9]+)?")
+
+
+def _replica_list(raw: str) -> str:
+    """A throttled-replica list with the blanks around its items removed (``"0:1, 1:2"`` ->
+    ``"0:1,1:2"``); checked by ``_valid_replica_list``."""
+    return ",".join(item.strip() for item in raw.split(","))
+
+
+def _valid_replica_list(value: Any) -> bool:
+    """Kafka's rule: ``*`` first, or every item ``partition:broker`` (empty items allowed)."""
+    if not isinstance(value, str):
+        return False
+    items = value.split(",")
+    return items[0] == "*" or all(_REPLICA_ENTRY.fullmatch(item) for item in items)
+
+
+def _replica_list_rule(key: str) -> str:
+    return (
+        f"{key} must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
+
+
 def _at_least(minimum: int, maximum: int = LONG_MAX) -> Callable[[Any], bool]:
     return lambda value: isinstance(value, int) and minimum <= value <= maximum
 
@@ -276,8 +303,20 @@ _TOPIC_KEYS: Final[dict[str, _Key]] = {
     "min.cleanable.dirty.ratio": _Key(
         None, float, lambda value: 0.0 <= value <= 1.0, "a ratio between 0 and 1"
     ),
-    "leader.replication.throttled.replicas": _Key(None, str, lambda _value: True, "a replica list"),
-    "follower.replication.throttled.replicas": _Key(None, str, lambda _value: True, "a replica list"),
+    # Replication quotas (docs/replication-quotas.md): which replicas the broker's leader and
+    # follower throttles apply to; validated as Kafka's ThrottledReplicaListValidator does.
+    "leader.replication.throttled.replicas": _Key(
+        "leader_replication_throttled_replicas",
+        _replica_list,
+        _valid_replica_list,
+        _replica_list_rule("leader.replication.throttled.replicas"),
+    ),
+    "follower.replication.throttled.replicas": _Key(
+        "follower_replication_throttled_replicas",
+        _replica_list,
+        _valid_replica_list,
+        _replica_list_rule("follower.replication.throttled.replicas"),
+    ),
 }
 
 _FIELD_TO_TOPIC_KEY: Final = {spec.field: key for key, spec in _TOPIC_KEYS.items() if spec.field}

@@ -16,8 +16,15 @@ the same, one script per request (``actors/common/scripts.py``), so requests pro
 * DeleteTopics — ``/admin/delete_topics/<t>``; waits until the controller removed the topic.
 * CreatePartitions — rewrites the assignment with a conditional write on its zkVersion; the
   controller's partition-modification watch starts the new partitions.
-* DescribeConfigs / IncrementalAlterConfigs — topic overrides in ``/config/topics/<t>``, with a
+* DescribeConfigs / IncrementalAlterConfigs — topic overrides in ``/config/topics/<t>``, and
+  dynamic broker configs in ``/config/brokers/<id>`` (this broker's id) or
+  ``/config/brokers/<default>`` (resource name ""; only ``dynamic_broker_config.py``'s keys), with a
   ``/config/changes/config_change_<seq>`` notification after each change.
+* AlterPartitionReassignments, ListPartitionReassignments, ElectLeaders — relayed to the active
+  controller's actor (the controller id of this broker's metadata, as Kafka 2.4 brokers hand these
+  to their controller), its answer relayed back: NOT_CONTROLLER when no controller is known or the
+  one asked is not active (the client looks again and retries), REQUEST_TIMED_OUT when it does not
+  answer in ``CONTROLLER_ASK_MS``.
 * InitProducerId — ids from blocks of 1000 claimed in ``/latest_producer_id_block`` with a
   conditional write (Kafka's ``ProducerIdManager``); requests wait while a block is fetched.
 
@@ -63,8 +70,18 @@ from actors.common.client_protocol import (
     InitProducerIdResponse,
 )
 from actors.common.errors import ErrorCode
-from actors.common.protocol import MetadataRequest, MetadataResponse
-from actors.common.scripts import Ask, Pause, Resume, Script, ScriptRunner, ScriptStep
+from actors.common.names import controller_ref
+from actors.common.protocol import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    MetadataRequest,
+    MetadataResponse,
+)
+from actors.common.scripts import Ask, AskFailed, Pause, Resume, Script, ScriptRunner, ScriptStep
 from actors.common.topic_names import validate_topic_name
 from actors.server import zk_data
 from actors.server.admin.assignment import (
@@ -74,12 +91,14 @@ from actors.server.admin.assignment import (
     assign_replicas_to_brokers,
 )
 from actors.server.config import BrokerConfig
+from actors.server.dynamic_broker_config import DynamicConfigError
+from actors.server.dynamic_broker_config import validate as validate_dynamic_broker_config
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator, Stat
 from runtime.coordination.errors import BadVersionError, NodeExistsError, NoNodeError
 from runtime.coordination.requests import ZkCreate, ZkExists, ZkGet, ZkGetChildren, ZkSet
-from runtime.messages import Requester
+from runtime.messages import AskTimedOut, Requester
 from runtime.ref import ActorRef
 from runtime.storage.config import (
     BROKER_KEYS_FOR_TOPIC_KEY,
@@ -88,10 +107,13 @@ from runtime.storage.config import (
     topic_config_values,
 )
 
-__all__ = ["METADATA_POLL_MS", "AdminError", "AdminManagerActor", "AdminStatistics"]
+__all__ = ["CONTROLLER_ASK_MS", "METADATA_POLL_MS", "AdminError", "AdminManagerActor", "AdminStatistics"]
 
 METADATA_POLL_MS = 50
 _LOCAL_ASK_MS = 5_000
+# How long a relayed request may wait for the controller: shorter than a client's request timeout
+# (30 s by default), so the client hears REQUEST_TIMED_OUT rather than nothing.
+CONTROLLER_ASK_MS = 25_000
 
 AdminRequest: TypeAlias = (
     CreateTopicsRequest
@@ -100,6 +122,12 @@ AdminRequest: TypeAlias = (
     | DescribeConfigsRequest
     | IncrementalAlterConfigsRequest
     | InitProducerIdRequest
+    | AlterPartitionReassignmentsRequest
+    | ListPartitionReassignmentsRequest
+    | ElectLeadersRequest
+)
+ControllerRequest: TypeAlias = (
+    AlterPartitionReassignmentsRequest | ListPartitionReassignmentsRequest | ElectLeadersRequest
 )
 AdminMessage: TypeAlias = AdminRequest | ScriptStep | Resume
 
@@ -180,6 +208,12 @@ class AdminManagerActor(Actor[AdminMessage]):
                 self._run(ctx, self._describe_configs(message))
             case IncrementalAlterConfigsRequest():
                 self._run(ctx, self._alter_configs(message))
+            case (
+                AlterPartitionReassignmentsRequest()
+                | ListPartitionReassignmentsRequest()
+                | ElectLeadersRequest()
+            ):
+                self._run(ctx, self._relay_to_controller(message))
             case _:
                 assert_never(message)
 
@@ -450,7 +484,7 @@ class AdminManagerActor(Actor[AdminMessage]):
         results: list[DescribeConfigsResult] = []
         for resource in request.resources:
             if resource.resource_type is ConfigResourceType.BROKER:
-                results.append(self._describe_broker(resource))
+                results.append((yield from self._describe_broker(resource)))
                 continue
             stat = yield ZkExists(zk_data.topic_path(resource.resource_name))
             if stat is None:
@@ -491,7 +525,9 @@ class AdminManagerActor(Actor[AdminMessage]):
             ))  # fmt: skip
         return tuple(entries)
 
-    def _describe_broker(self, resource: DescribeConfigsResource) -> DescribeConfigsResult:
+    def _describe_broker(self, resource: DescribeConfigsResource) -> Script:
+        """Kafka's: the cluster default ("") shows the ``<default>`` dynamic configs only; this
+        broker's id shows its static settings under its dynamic ones (per broker, then default)."""
         if resource.resource_name not in ("", str(self.config.broker_id)):
             return DescribeConfigsResult(
                 resource_type=resource.resource_type, resource_name=resource.resource_name,
@@ -500,20 +536,84 @@ class AdminManagerActor(Actor[AdminMessage]):
                 f"{resource.resource_name}",
             )  # fmt: skip
         keys = resource.configuration_keys
-        entries = tuple(e for e in self.broker_config_entries if keys is None or e.name in keys)
+        default, _ = yield from _read_broker_config(None)
+        dynamic: dict[str, DescribeConfigsEntry] = {
+            name: _dynamic_entry(name, value, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+            for name, value in default.items()
+        }
+        entries: list[DescribeConfigsEntry] = []
+        if resource.resource_name:
+            own, _ = yield from _read_broker_config(self.config.broker_id)
+            for name, value in own.items():
+                dynamic[name] = _dynamic_entry(name, value, ConfigSource.DYNAMIC_BROKER_CONFIG)
+            entries = [e for e in self.broker_config_entries if e.name not in dynamic]
+        entries += dynamic.values()
+        wanted = sorted((e for e in entries if keys is None or e.name in keys), key=lambda e: e.name)
         return DescribeConfigsResult(
             resource_type=resource.resource_type, resource_name=resource.resource_name,
-            error_code=ErrorCode.NONE, configs=entries,
+            error_code=ErrorCode.NONE, configs=tuple(wanted),
         )  # fmt: skip
+
+    def _alter_broker_configs(self, request: IncrementalAlterConfigsRequest) -> Script:
+        """Kafka's ``alterBrokerConfigs``: ``/config/brokers/<id>`` (this broker's id) or
+        ``/config/brokers/<default>`` (""), only the dynamic keys, then a change notification that
+        every broker's ``topic-configs`` actor follows."""
+        name = request.resource_name
+        if name not in ("", str(self.config.broker_id)):
+            return IncrementalAlterConfigsResponse(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"Unexpected broker id, expected {self.config.broker_id}, but received {name}",
+            )
+        broker_id = self.config.broker_id if name else None
+        names = [change.name for change in request.configs]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            return IncrementalAlterConfigsResponse(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message=f"Error due to duplicate config keys : {','.join(duplicates)}",
+            )
+        current, stat = yield from _read_broker_config(broker_id)
+        updated = dict(current)
+        for change in request.configs:
+            if change.op is AlterConfigOp.SET and change.value is not None:
+                updated[change.name] = change.value
+            else:
+                updated.pop(change.name, None)
+        try:
+            validate_dynamic_broker_config(updated)
+        except DynamicConfigError as error:
+            return IncrementalAlterConfigsResponse(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="Invalid config value for resource "
+                f"ConfigResource(type=BROKER, name='{name}'): {error}",
+            )
+        if request.validate_only or updated == current:
+            return IncrementalAlterConfigsResponse(error_code=ErrorCode.NONE)
+        path = zk_data.broker_config_path(broker_id)
+        data = zk_data.encode_broker_config(updated)
+        try:
+            if stat is None:
+                yield ZkCreate(path, data)
+            else:
+                yield ZkSet(path, data, stat.version)
+        except (BadVersionError, NodeExistsError):
+            return IncrementalAlterConfigsResponse(
+                error_code=ErrorCode.INVALID_REQUEST,
+                error_message="the broker's dynamic configuration changed concurrently; retry",
+            )
+        yield ZkCreate(
+            f"{zk_data.CONFIG_CHANGES_PATH}/{zk_data.CONFIG_CHANGE_PREFIX}",
+            zk_data.encode_broker_config_change_notification(broker_id),
+            sequential=True,
+        )
+        return IncrementalAlterConfigsResponse(error_code=ErrorCode.NONE)
 
     def _alter_configs(self, request: IncrementalAlterConfigsRequest) -> Script:
         def refused(error_code: ErrorCode, message: str) -> IncrementalAlterConfigsResponse:
             return IncrementalAlterConfigsResponse(error_code=error_code, error_message=message)
 
-        if request.resource_type is not ConfigResourceType.TOPIC:
-            return refused(
-                ErrorCode.INVALID_REQUEST, "broker configuration is static: edit the properties file"
-            )
+        if request.resource_type is ConfigResourceType.BROKER:
+            return (yield from self._alter_broker_configs(request))
         name = request.resource_name
         if (yield ZkExists(zk_data.topic_path(name))) is None:
             return refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name!r} does not exist")
@@ -548,6 +648,31 @@ class AdminManagerActor(Actor[AdminMessage]):
             sequential=True,
         )
         return IncrementalAlterConfigsResponse(error_code=ErrorCode.NONE)
+
+    # ------------------------------------------------------------------- relayed to the controller
+
+    def _relay_to_controller(self, request: ControllerRequest) -> Script:
+        response = yield Ask(
+            self.broker, MetadataRequest(topics=(), allow_auto_topic_creation=False), _LOCAL_ASK_MS
+        )
+        assert isinstance(response, MetadataResponse)
+        if response.controller_id < 0:
+            return _controller_refusal(request, ErrorCode.NOT_CONTROLLER, "no controller is known yet")
+        controller_id = response.controller_id
+        try:
+            answer = yield Ask(controller_ref(controller_id), request, CONTROLLER_ASK_MS)
+        except AskFailed as failed:
+            if isinstance(failed.failure, AskTimedOut):
+                return _controller_refusal(
+                    request,
+                    ErrorCode.REQUEST_TIMED_OUT,
+                    f"the controller (broker {controller_id}) did not answer within {CONTROLLER_ASK_MS} ms",
+                )
+            # Gone or unreachable: the controller moves; the client asks again.
+            return _controller_refusal(
+                request, ErrorCode.NOT_CONTROLLER, f"the controller (broker {controller_id}): {failed}"
+            )
+        return answer
 
     # -------------------------------------------------------------------------- producer ids
 
@@ -653,6 +778,21 @@ def _read_topic_config(topic: str) -> Script:
     return found
 
 
+def _read_broker_config(broker_id: int | None) -> Script:
+    """A broker's (or, for None, the cluster default's) dynamic configs: (configs, Stat or None)."""
+    try:
+        data, stat = yield ZkGet(zk_data.broker_config_path(broker_id))
+    except NoNodeError:
+        return {}, None
+    entity = zk_data.broker_config_entity(broker_id)
+    found: tuple[dict[str, str], Stat | None] = (dict(zk_data.decode_broker_config(entity, data)), stat)
+    return found
+
+
+def _dynamic_entry(name: str, value: str, source: ConfigSource) -> DescribeConfigsEntry:
+    return DescribeConfigsEntry(name=name, value=value, read_only=False, is_default=False, source=source)
+
+
 def _collision(name: str, existing: set[str]) -> str | None:
     """Kafka: '.' and '_' map to the same metric name, so such topics may not coexist."""
     if "." not in name and "_" not in name:
@@ -740,6 +880,18 @@ def _added_partitions(
         )
     except AssignmentError as error:
         raise AdminError(ErrorCode[error.error_name], str(error)) from None
+
+
+def _controller_refusal(request: ControllerRequest, error_code: ErrorCode, message: str) -> object:
+    match request:
+        case AlterPartitionReassignmentsRequest():
+            return AlterPartitionReassignmentsResponse(error_code=error_code, error_message=message)
+        case ListPartitionReassignmentsRequest():
+            return ListPartitionReassignmentsResponse(error_code=error_code, error_message=message)
+        case ElectLeadersRequest():
+            return ElectLeadersResponse(error_code=error_code, error_message=message)
+        case _:
+            assert_never(request)
 
 
 def _broker_sets(topic_key: str, properties: Mapping[str, str]) -> bool:

@@ -8,6 +8,8 @@ House rules
 2. This object keeps which partitions each fetcher follows; the broker's ``leader_epoch_of`` says
    at which epoch. A fetcher that starts (or restarts) reads that list (``initial_partitions``).
 3. Idle fetchers are stopped after each controller request (``shutdownIdleFetcherThreads``).
+4. Every fetcher shares the broker's follower replication quota (node-local state: the fetchers
+   run on the broker's event loop, one handler at a time).
 
 Effects go through the broker's context: this object only decides and records.
 """
@@ -22,6 +24,7 @@ from actors.common.types import BrokerId, TopicPartition
 from actors.server.config import BrokerConfig
 from actors.server.fetcher.fetcher_id import fetcher_id
 from actors.server.fetcher.replica_fetcher import AddPartitions, RemovePartitions, ReplicaFetcherActor
+from actors.server.replication_quota import ReplicationQuota
 from runtime.context import Context
 from runtime.supervision import SupervisorStrategy
 
@@ -32,9 +35,16 @@ FetcherKey = tuple[BrokerId, int]
 
 
 class ReplicaFetcherManager:
-    def __init__(self, config: BrokerConfig, leader_epoch_of: Callable[[TopicPartition], int | None]) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        leader_epoch_of: Callable[[TopicPartition], int | None],
+        follower_quota: ReplicationQuota | None = None,
+    ) -> None:
         self.config = config
         self._leader_epoch_of = leader_epoch_of
+        # One follower quota for every fetcher of the broker (Kafka's QuotaManagers.follower).
+        self.follower_quota = follower_quota if follower_quota is not None else ReplicationQuota()
         self.fetchers: dict[FetcherKey, set[TopicPartition]] = {}
 
     def __len__(self) -> int:
@@ -62,6 +72,7 @@ class ReplicaFetcherManager:
                     source_broker_id=leader,
                     config=self.config,
                     initial_partitions=initial_partitions,
+                    quota=self.follower_quota,
                 ),
                 supervision=SupervisorStrategy.restart(),
             )

@@ -23,6 +23,12 @@ chain of steps with **at most one request to the leader in flight**:
    replicates in one round trip.
 4. Nothing to do: wait for a partition to be added or a delay to end.
 
+Replication quota (docs/replication-quotas.md): a partition in the follower throttle list is left
+out of the fetch while the broker's follower quota is exceeded, unless it is in sync (its lag at
+the last response was 0; before any response it is not). When that leaves nothing to fetch, the
+fetcher waits ``replica.fetch.backoff.ms`` and looks again (Kafka's fetcher waits the same when it
+has no request to send). The bytes of throttled partitions are recorded in the quota, in sync or not.
+
 The broker owns the fetcher's lifecycle: it adds and removes partitions and stops a fetcher that
 has none left (Kafka's ``shutdownIdleFetcherThreads``); a fetcher restarted by its supervisor asks
 the broker's list (``initial_partitions``) and truncates each partition again before fetching.
@@ -72,6 +78,7 @@ from actors.server.replica.messages import (
     TruncateTo,
     TruncationResult,
 )
+from actors.server.replication_quota import ReplicationQuota
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.messages import AskFailure
@@ -143,9 +150,16 @@ class PartitionFetchState:
     log_start_offset: int = -1
     delayed_until_ms: int | None = None
     lag: int = 0
+    # Whether ``lag`` comes from a response (Kafka: a partition without lag stats is not in sync).
+    lag_known: bool = False
 
     def ready(self, now_ms: int) -> bool:
         return self.delayed_until_ms is None or self.delayed_until_ms <= now_ms
+
+    @property
+    def in_sync(self) -> bool:
+        """Kafka's fetcherLagStats.isReplicaInSync: a known lag of 0."""
+        return self.lag_known and self.lag <= 0
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -166,6 +180,7 @@ class FetcherStatistics:
     requests_total: int
     bytes_total: int
     max_lag: int
+    throttled_partitions: int = 0  # left out of fetches by the follower quota, counted per fetch
 
 
 _LocalRequest: TypeAlias = (
@@ -194,8 +209,12 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         source_broker_id: int,
         config: BrokerConfig,
         initial_partitions: Callable[[], tuple[tuple[TopicPartition, int], ...]] | None = None,
+        quota: ReplicationQuota | None = None,
     ) -> None:
         self._initial_partitions = initial_partitions
+        # The broker's follower replication quota (shared by its fetchers; unbounded by default).
+        self.quota = quota if quota is not None else ReplicationQuota()
+        self.throttled_partitions_total = 0
         self.fetcher_id = fetcher_id
         self.source_broker_id = source_broker_id
         self.config = config
@@ -284,10 +303,21 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         for state in self.partitions.values():
             if state.delayed_until_ms is not None and state.delayed_until_ms <= now:
                 state.delayed_until_ms = None
+        unthrottled = [s for s in fetchable if not self._should_throttle(s, now)]
+        self.throttled_partitions_total += len(fetchable) - len(unthrottled)
+        if unthrottled:
+            self._send_fetch(ctx, unthrottled)
+            return
         if fetchable:
-            self._send_fetch(ctx, fetchable)
+            # Everything fetchable is held back by the quota: look again after the back-off.
+            ctx.start_timer("quota-wake", _Wake(), self.config.replica_fetch_backoff_ms)
             return
         self._arm_wake(ctx)
+
+    def _should_throttle(self, state: PartitionFetchState, now_ms: int) -> bool:
+        """Kafka's shouldFollowerThrottle: throttled, out of sync, and the quota exceeded (checked
+        last: only then does it count as time spent throttling)."""
+        return not state.in_sync and self.quota.is_throttled(state.tp) and self.quota.is_exceeded(now_ms)
 
     def _arm_wake(self, ctx: Context[ReplicaFetcherMessage]) -> None:
         delays = [s.delayed_until_ms for s in self.partitions.values() if s.delayed_until_ms is not None]
@@ -632,7 +662,10 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         error = data.error_code
         if error is ErrorCode.NONE:
             self.bytes_total += len(data.records)
+            if self.quota.is_throttled(state.tp):
+                self.quota.record(len(data.records), ctx.now_ms)
             state.lag = max(0, data.high_watermark - state.fetch_offset)
+            state.lag_known = True
             self._ask_partition(
                 ctx,
                 state.tp,
@@ -709,4 +742,5 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             requests_total=self.requests_total,
             bytes_total=self.bytes_total,
             max_lag=max((p.lag for p in partitions), default=0),
+            throttled_partitions=self.throttled_partitions_total,
         )

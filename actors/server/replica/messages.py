@@ -154,6 +154,10 @@ class ReadRecords:
     # up to the log end offset instead of the high watermark, and from the log start offset when
     # ``fetch_offset`` is below it. Node-local: no client request sets it.
     fetch_log_end: bool = False
+    # The broker's leader replication quota holds this throttled partition back now (Kafka's
+    # shouldLeaderThrottle, less the ISR test, which is the partition's): a fetching replica
+    # outside the ISR gets no records this time; an in-sync one is never held back.
+    leader_throttled: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -163,6 +167,8 @@ class PartitionReadResult:
     high_watermark_advanced_for_follower: bool = False
     # The leader's log end offset when the read happened (-1 when the read failed).
     log_end_offset: int = -1
+    # The records were withheld by the leader replication quota (``ReadRecords.leader_throttled``).
+    withheld_by_quota: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -399,6 +399,8 @@ class PartitionActor(Actor[PartitionMessage]):
             zk_version=state.zk_version,
             leader_log_end_offset=log.log_end_offset,
             now_ms=ctx.now_ms,
+            adding_replicas=state.adding_replicas,
+            removing_replicas=state.removing_replicas,
         )
         missing = log.missing_flushed_offsets
         if missing is not None and log.log_end_offset < missing[1]:
@@ -433,6 +435,8 @@ class PartitionActor(Actor[PartitionMessage]):
             leader_epoch=state.leader_epoch,
             assigned_replicas=state.replicas,
             zk_version=state.zk_version,
+            adding_replicas=state.adding_replicas,
+            removing_replicas=state.removing_replicas,
         )
         # Produces waiting for acks on a leader that is no more can never be answered for sure.
         self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -678,9 +682,22 @@ class PartitionActor(Actor[PartitionMessage]):
             ctx.reply(PartitionReadResult(response))
             return
         advanced = False
+        records = info.records
+        withheld = (
+            replica is not None
+            and message.leader_throttled
+            and message.replica_id not in self.state.maximal_isr
+            and bool(records)
+        )
+        if withheld:
+            # Over the leader replication quota: a replica outside the ISR waits (its fetch still
+            # counts below); one in the ISR is never held back, so throttling never shrinks it.
+            records = b""
         if replica is not None:
             advanced = high_watermark > replica.last_sent_high_watermark
-            self.counters.replication_bytes_out_total += len(info.records)
+            self.counters.replication_bytes_out_total += len(records)
+            if message.replica_id in self.state.adding_replicas:
+                self.counters.reassignment_bytes_out_total += len(records)
             if message.update_follower_state:
                 previous_log_end_offset = replica.log_end_offset
                 replica.update_fetch_state(
@@ -697,12 +714,13 @@ class PartitionActor(Actor[PartitionMessage]):
             else:
                 replica.last_sent_high_watermark = high_watermark
         else:
-            self.counters.bytes_out_total += len(info.records)
+            self.counters.bytes_out_total += len(records)
         ctx.reply(
             PartitionReadResult(
-                self._fetch_response(high_watermark, log_start_offset, info.records),
+                self._fetch_response(high_watermark, log_start_offset, records),
                 high_watermark_advanced_for_follower=advanced,
                 log_end_offset=log_end_offset,
+                withheld_by_quota=withheld,
             )
         )
 
@@ -816,6 +834,8 @@ class PartitionActor(Actor[PartitionMessage]):
     def _on_append_as_follower(self, ctx: Context[PartitionMessage], message: AppendAsFollower) -> None:
         result, flush_up_to_offset = follower.append_as_follower(ctx, self.state, self.log, message)
         self.counters.replication_bytes_in_total += result.appended_bytes
+        if self.config.broker_id in self.state.adding_replicas:
+            self.counters.reassignment_bytes_in_total += result.appended_bytes
         if flush_up_to_offset is not None:
             self._request_flush(ctx, flush_up_to_offset)
         ctx.reply(result)
@@ -1035,4 +1055,8 @@ class PartitionActor(Actor[PartitionMessage]):
             fetch_requests_total=counters.fetch_requests_total,
             failed_fetch_requests_total=counters.failed_fetch_requests_total,
             delayed_produce_expires_total=counters.delayed_produce_expires_total,
+            adding_replicas=state.adding_replicas,
+            removing_replicas=state.removing_replicas,
+            reassignment_bytes_in_total=counters.reassignment_bytes_in_total,
+            reassignment_bytes_out_total=counters.reassignment_bytes_out_total,
         )
