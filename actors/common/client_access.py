@@ -28,8 +28,11 @@ from actors.common.client_protocol import (
 from actors.common.names import ADMIN_ACTOR_NAME, BROKER_ACTOR_NAME
 from actors.common.protocol import (
     CONSUMER_REPLICA_ID,
+    AlterPartitionReassignmentsRequest,
+    ElectLeadersRequest,
     FetchRequest,
     ListOffsetsRequest,
+    ListPartitionReassignmentsRequest,
     MetadataRequest,
     OffsetsForLeaderEpochRequest,
     ProduceRequest,
@@ -51,6 +54,10 @@ _ADMIN_KINDS: typing.Final = (
     DescribeConfigsRequest,
     IncrementalAlterConfigsRequest,
     InitProducerIdRequest,
+    # Relayed by the admin actor to the active controller (Kafka's ALTER/DESCRIBE on the cluster).
+    AlterPartitionReassignmentsRequest,
+    ListPartitionReassignmentsRequest,
+    ElectLeadersRequest,
 )
 
 

@@ -4,7 +4,8 @@ What this module owns: the mapping, request by request, between Kafka's messages
 and the internal dataclasses of ``actors/common/protocol.py`` and ``client_protocol.py``, asked of the
 same local actors the HTTP client endpoint reaches: the ``broker`` actor for Produce, Fetch,
 ListOffsets, OffsetForLeaderEpoch and Metadata, the ``admin`` actor for CreateTopics, DeleteTopics,
-DescribeConfigs and InitProducerId (Kafka's ``KafkaApis``).
+DescribeConfigs and InitProducerId, and for AlterPartitionReassignments, ListPartitionReassignments and
+ElectLeaders, which it relays to the active controller (Kafka's ``KafkaApis``).
 
 Rules kept:
 
@@ -53,12 +54,18 @@ from actors.common.client_protocol import (
 from actors.common.errors import ErrorCode
 from actors.common.protocol import (
     CONSUMER_REPLICA_ID,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
     FetchPartition,
     FetchRequest,
     FetchResponse,
     ListOffsetsPartition,
     ListOffsetsRequest,
     ListOffsetsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
     MetadataRequest,
     MetadataResponse,
     OffsetForLeaderEpochPartition,
@@ -67,7 +74,9 @@ from actors.common.protocol import (
     ProducePartitionData,
     ProduceRequest,
     ProduceResponse,
+    ReassignablePartition,
 )
+from actors.common.types import TopicPartition
 from actors.server.zk_data import KAFKA_LISTENER_NAME
 from ops.kafka import codec as k
 from runtime.errors import AskTimeoutError, RuntimeFailure
@@ -140,6 +149,12 @@ class KafkaApis:
                 return await self._delete_topics(request, user)
             case k.DescribeConfigsRequest():
                 return await self._describe_configs(request, user)
+            case k.ElectLeadersRequest():
+                return await self._elect_leaders(request, user)
+            case k.AlterPartitionReassignmentsRequest():
+                return await self._alter_partition_reassignments(request, user)
+            case k.ListPartitionReassignmentsRequest():
+                return await self._list_partition_reassignments(request, user)
             case k.SaslHandshakeRequest() | k.SaslAuthenticateRequest():
                 raise CloseConnection(f"{type(request).__name__} on an authenticated connection")
             case _:  # pragma: no cover - decode_request gives only the served kinds
@@ -529,6 +544,146 @@ class KafkaApis:
 
         return k.DescribeConfigsResponse(
             throttle_time=_NO_THROTTLE, results=tuple(result_of(r) for r in request.resources)
+        )
+
+    # ------------------------------------------------------------------ relayed to the controller
+
+    async def _elect_leaders(self, request: k.ElectLeadersRequest, user: str) -> k.ElectLeadersResponse:
+        wanted = (
+            None
+            if request.topic_partitions is None
+            else tuple(TopicPartition(t.topic, p) for t in request.topic_partitions for p in t.partitions)
+        )
+        internal = ElectLeadersRequest(election_type=request.election_type, partitions=wanted)
+        timeout_ms = max(k.millis(request.timeout), 0)
+        try:
+            answer = await self._ask(
+                self.admin,
+                internal,
+                ElectLeadersResponse,
+                timeout_ms=timeout_ms + self.request_timeout_ms,
+                user=user,
+            )
+        except AskTimeoutError:
+            answer = ElectLeadersResponse(error_code=ErrorCode.REQUEST_TIMED_OUT)
+        results: dict[TopicPartition, tuple[ErrorCode, str | None]] = {
+            TopicPartition(r.topic, r.partition): (r.error_code, r.error_message) for r in answer.results
+        }
+        if answer.error_code is not ErrorCode.NONE and wanted is not None:
+            # v0 has no top-level error: every partition asked for carries it (Kafka's controller
+            # answers NOT_CONTROLLER so, per partition).
+            results = dict.fromkeys(wanted, (answer.error_code, answer.error_message))
+        by_topic: dict[str, list[k.PartitionResult]] = {}
+        for tp, (code, message) in results.items():
+            by_topic.setdefault(tp.topic, []).append(
+                k.PartitionResult(
+                    partition_id=k.i32(tp.partition), error_code=k.error(code), error_message=message
+                )
+            )
+        return k.ElectLeadersResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=k.error(answer.error_code),
+            replica_election_results=tuple(
+                k.ReplicaElectionResult(topic=k.TopicName(topic), partition_result=tuple(partitions))
+                for topic, partitions in by_topic.items()
+            ),
+        )
+
+    async def _alter_partition_reassignments(
+        self, request: k.AlterPartitionReassignmentsRequest, user: str
+    ) -> k.AlterPartitionReassignmentsResponse:
+        internal = AlterPartitionReassignmentsRequest(
+            partitions=tuple(
+                ReassignablePartition(
+                    topic=t.name,
+                    partition=p.partition_index,
+                    replicas=None if p.replicas is None else tuple(int(r) for r in p.replicas),
+                )
+                for t in request.topics
+                for p in t.partitions
+            )
+        )
+        timeout_ms = max(k.millis(request.timeout), 0)
+        try:
+            answer = await self._ask(
+                self.admin,
+                internal,
+                AlterPartitionReassignmentsResponse,
+                timeout_ms=timeout_ms + self.request_timeout_ms,
+                user=user,
+            )
+        except AskTimeoutError:
+            answer = AlterPartitionReassignmentsResponse(
+                error_code=ErrorCode.REQUEST_TIMED_OUT, error_message="AlterPartitionReassignments timed out"
+            )
+        found = {(r.topic, r.partition): r for r in answer.results}
+
+        def partition(topic: str, index: int) -> k.ReassignablePartitionResponse:
+            result = found.get((topic, index))
+            if result is None:  # a request-level refusal: the top-level error says why
+                code = (
+                    ErrorCode.REQUEST_TIMED_OUT if answer.error_code is ErrorCode.NONE else answer.error_code
+                )
+                return k.ReassignablePartitionResponse(
+                    partition_index=k.i32(index), error_code=k.error(code), error_message=answer.error_message
+                )
+            return k.ReassignablePartitionResponse(
+                partition_index=k.i32(index),
+                error_code=k.error(result.error_code),
+                error_message=result.error_message,
+            )
+
+        return k.AlterPartitionReassignmentsResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=k.error(answer.error_code),
+            error_message=answer.error_message,
+            responses=tuple(
+                k.ReassignableTopicResponse(
+                    name=t.name, partitions=tuple(partition(t.name, p.partition_index) for p in t.partitions)
+                )
+                for t in request.topics
+            ),
+        )
+
+    async def _list_partition_reassignments(
+        self, request: k.ListPartitionReassignmentsRequest, user: str
+    ) -> k.ListPartitionReassignmentsResponse:
+        wanted = (
+            None
+            if request.topics is None
+            else tuple(TopicPartition(t.name, p) for t in request.topics for p in t.partition_indexes)
+        )
+        timeout_ms = max(k.millis(request.timeout), 0)
+        try:
+            answer = await self._ask(
+                self.admin,
+                ListPartitionReassignmentsRequest(partitions=wanted),
+                ListPartitionReassignmentsResponse,
+                timeout_ms=timeout_ms + self.request_timeout_ms,
+                user=user,
+            )
+        except AskTimeoutError:
+            answer = ListPartitionReassignmentsResponse(
+                error_code=ErrorCode.REQUEST_TIMED_OUT, error_message="ListPartitionReassignments timed out"
+            )
+        by_topic: dict[str, list[k.OngoingPartitionReassignment]] = {}
+        for r in answer.reassignments:
+            by_topic.setdefault(r.topic, []).append(
+                k.OngoingPartitionReassignment(
+                    partition_index=k.i32(r.partition),
+                    replicas=tuple(k.BrokerId(b) for b in r.replicas),
+                    adding_replicas=tuple(k.BrokerId(b) for b in r.adding_replicas),
+                    removing_replicas=tuple(k.BrokerId(b) for b in r.removing_replicas),
+                )
+            )
+        return k.ListPartitionReassignmentsResponse(
+            throttle_time=_NO_THROTTLE,
+            error_code=k.error(answer.error_code),
+            error_message=answer.error_message,
+            topics=tuple(
+                k.OngoingTopicReassignment(name=k.TopicName(topic), partitions=tuple(partitions))
+                for topic, partitions in by_topic.items()
+            ),
         )
 
 

@@ -19,8 +19,10 @@ Rules kept:
   is then answered in the v0 format with UNSUPPORTED_VERSION, KIP-511).
 * **Record batches are bytes.** Produce's and Fetch's ``records`` pass through untouched: the
   broker's own code (``runtime/storage/records.py``) validates and stores them.
-* None of the served versions is a flexible one, so every request header is v1 and every response
-  header v0 (just the correlation id).
+* **Headers follow the version.** A flexible version (KIP-482: AlterPartitionReassignments,
+  ListPartitionReassignments, ElectLeaders v2) has a v2 request header and a v1 response header
+  (each with tagged fields, none of which is read or written); every other served version a v1
+  request header and a v0 response header (just the correlation id).
 
 kio 0.6.5 has no classes for some early versions (CreateTopics 0-1, DeleteTopics 0,
 DescribeConfigs 0, OffsetForLeaderEpoch 0-1); those are not served. Every client this listener is
@@ -41,6 +43,15 @@ from functools import cache
 from typing import Final
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.alter_partition_reassignments.v0.request import (
+    AlterPartitionReassignmentsRequest,
+    ReassignableTopic,
+)
+from kio.schema.alter_partition_reassignments.v0.response import (
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartitionResponse,
+    ReassignableTopicResponse,
+)
 from kio.schema.api_versions.v0.response import ApiVersion as ApiVersionV0
 from kio.schema.api_versions.v0.response import ApiVersionsResponse as ApiVersionsResponseV0
 from kio.schema.api_versions.v2.request import ApiVersionsRequest
@@ -60,6 +71,12 @@ from kio.schema.describe_configs.v1.response import (
     DescribeConfigsResponse,
     DescribeConfigsResult,
 )
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.schema.elect_leaders.v2.response import (
+    ElectLeadersResponse,
+    PartitionResult,
+    ReplicaElectionResult,
+)
 from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.fetch.v11.response import FetchableTopicResponse, FetchResponse
@@ -71,6 +88,12 @@ from kio.schema.list_offsets.v3.response import (
     ListOffsetsPartitionResponse,
     ListOffsetsResponse,
     ListOffsetsTopicResponse,
+)
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+from kio.schema.list_partition_reassignments.v0.response import (
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
+    OngoingTopicReassignment,
 )
 from kio.schema.metadata.v5.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.metadata.v5.response import (
@@ -96,6 +119,7 @@ from kio.schema.produce.v7.response import (
     TopicProduceResponse,
 )
 from kio.schema.request_header.v1.header import RequestHeader as _RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as _RequestHeaderV2
 from kio.schema.sasl_authenticate.v1.request import SaslAuthenticateRequest
 from kio.schema.sasl_authenticate.v1.response import SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -107,6 +131,8 @@ from kio.static.primitive import Records, TZAware, i8, i16, i32, i32Timedelta, i
 
 __all__ = [
     "API_VERSIONS",
+    "AlterPartitionReassignmentsRequest",
+    "AlterPartitionReassignmentsResponse",
     "ApiKey",
     "ApiVersion",
     "ApiVersionsRequest",
@@ -126,6 +152,8 @@ __all__ = [
     "DescribeConfigsResourceResult",
     "DescribeConfigsResponse",
     "DescribeConfigsResult",
+    "ElectLeadersRequest",
+    "ElectLeadersResponse",
     "EpochEndOffset",
     "FetchPartition",
     "FetchPartitionData",
@@ -143,6 +171,8 @@ __all__ = [
     "ListOffsetsResponse",
     "ListOffsetsTopic",
     "ListOffsetsTopicResponse",
+    "ListPartitionReassignmentsRequest",
+    "ListPartitionReassignmentsResponse",
     "MetadataRequest",
     "MetadataRequestTopic",
     "MetadataResponse",
@@ -154,12 +184,19 @@ __all__ = [
     "OffsetForLeaderPartition",
     "OffsetForLeaderTopic",
     "OffsetForLeaderTopicResult",
+    "OngoingPartitionReassignment",
+    "OngoingTopicReassignment",
     "PartitionProduceData",
     "PartitionProduceResponse",
+    "PartitionResult",
     "ProduceRequest",
     "ProduceResponse",
     "ProducerId",
+    "ReassignablePartitionResponse",
+    "ReassignableTopic",
+    "ReassignableTopicResponse",
     "Records",
+    "ReplicaElectionResult",
     "Request",
     "RequestHeader",
     "Response",
@@ -203,6 +240,9 @@ class ApiKey:
     OFFSET_FOR_LEADER_EPOCH: Final = 23
     DESCRIBE_CONFIGS: Final = 32
     SASL_AUTHENTICATE: Final = 36
+    ELECT_LEADERS: Final = 43
+    ALTER_PARTITION_REASSIGNMENTS: Final = 45
+    LIST_PARTITION_REASSIGNMENTS: Final = 46
 
 
 # API key -> (lowest, highest) version served. The highest versions are the ones every tested
@@ -221,6 +261,9 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = types.MappingProxyType(
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
         ApiKey.DESCRIBE_CONFIGS: (1, 1),
         ApiKey.SASL_AUTHENTICATE: (0, 1),
+        ApiKey.ELECT_LEADERS: (0, 2),
+        ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+        ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
     }
 )
 
@@ -237,6 +280,9 @@ Request: typing.TypeAlias = (
     | DescribeConfigsRequest
     | SaslHandshakeRequest
     | SaslAuthenticateRequest
+    | ElectLeadersRequest
+    | AlterPartitionReassignmentsRequest
+    | ListPartitionReassignmentsRequest
 )
 Response: typing.TypeAlias = (
     ApiVersionsResponse
@@ -251,6 +297,9 @@ Response: typing.TypeAlias = (
     | DescribeConfigsResponse
     | SaslHandshakeResponse
     | SaslAuthenticateResponse
+    | ElectLeadersResponse
+    | AlterPartitionReassignmentsResponse
+    | ListPartitionReassignmentsResponse
 )
 _REQUESTS: Final[Mapping[int, type[Request]]] = {
     ApiKey.API_VERSIONS: ApiVersionsRequest,
@@ -265,6 +314,9 @@ _REQUESTS: Final[Mapping[int, type[Request]]] = {
     ApiKey.DESCRIBE_CONFIGS: DescribeConfigsRequest,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
+    ApiKey.ELECT_LEADERS: ElectLeadersRequest,
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: AlterPartitionReassignmentsRequest,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: ListPartitionReassignmentsRequest,
 }
 _RESPONSES: Final[Mapping[type[Response], int]] = {
     ApiVersionsResponse: ApiKey.API_VERSIONS,
@@ -279,6 +331,9 @@ _RESPONSES: Final[Mapping[type[Response], int]] = {
     DescribeConfigsResponse: ApiKey.DESCRIBE_CONFIGS,
     SaslHandshakeResponse: ApiKey.SASL_HANDSHAKE,
     SaslAuthenticateResponse: ApiKey.SASL_AUTHENTICATE,
+    ElectLeadersResponse: ApiKey.ELECT_LEADERS,
+    AlterPartitionReassignmentsResponse: ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ListPartitionReassignmentsResponse: ApiKey.LIST_PARTITION_REASSIGNMENTS,
 }
 
 
@@ -304,6 +359,7 @@ class RequestHeader:
 
 
 _FIXED_HEADER = struct.Struct(">hhi")  # api key, api version, correlation id
+_NO_TAGGED_FIELDS: Final = b"\0"  # an empty tagged-field section (unsigned varint 0)
 _SIZE = struct.Struct(">i")
 
 
@@ -348,7 +404,7 @@ def encode_response(header: RequestHeader, response: Response) -> bytes:
     if api_key != header.api_key:
         raise TypeError(f"{type(response).__name__} does not answer API key {header.api_key}")
     target = _response_class(header.api_key, header.api_version)
-    return _frame(header.correlation_id, _convert(response, target))
+    return _frame(header.correlation_id, _convert(response, target), flexible=target.__flexible__)
 
 
 def api_versions_fallback(correlation_id: int) -> bytes:
@@ -400,10 +456,12 @@ def records(data: bytes) -> Records:
 # -------------------------------------------------------------------------- implementation
 
 
-def _frame(correlation_id: int, entity: typing.Any) -> bytes:
+def _frame(correlation_id: int, entity: typing.Any, *, flexible: bool = False) -> bytes:
     buffer = io.BytesIO()
     buffer.write(b"\0\0\0\0")
     buffer.write(_SIZE.pack(correlation_id))
+    if flexible:
+        buffer.write(_NO_TAGGED_FIELDS)  # response header v1
     entity_writer(type(entity))(buffer, entity)
     frame = buffer.getbuffer()
     _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
@@ -414,7 +472,8 @@ def _frame(correlation_id: int, entity: typing.Any) -> bytes:
 @cache
 def _request_plan(api_key: int, api_version: int) -> tuple[typing.Any, typing.Any, type[object]]:
     schema = load_request_schema(api_key, api_version)
-    return entity_reader(_RequestHeaderV1), entity_reader(schema), _REQUESTS[api_key]
+    header = _RequestHeaderV2 if schema.__flexible__ else _RequestHeaderV1
+    return entity_reader(header), entity_reader(schema), _REQUESTS[api_key]
 
 
 @cache
