@@ -288,3 +288,30 @@ def test_gauges_only_count_led_partitions() -> None:
     )
     assert not state.is_under_replicated()
     assert isinstance(state.isr_state, CommittedIsr)
+
+
+def test_replicas_being_added_are_not_counted_as_under_replicated() -> None:
+    """KIP-352: a reassignment from [L, F] to [L, F2] lists RS = [L, F2, F] with F2 adding."""
+    log = LeaderLog(10)
+    state = PartitionState(TP, L)
+    state.make_leader(
+        controller_epoch=1, leader_epoch=5, isr=frozenset({L, F}), assigned_replicas=(L, F2, F),
+        zk_version=1, leader_log_end_offset=log.log_end_offset, now_ms=0,
+        adding_replicas=(F2,), removing_replicas=(F,),
+    )  # fmt: skip
+    assert state.is_reassigning
+    assert not state.is_under_replicated()
+    # F out of the ISR as well: now one of the replicas that should be in sync is missing.
+    state.make_leader(
+        controller_epoch=1, leader_epoch=6, isr=frozenset({L}), assigned_replicas=(L, F2, F),
+        zk_version=2, leader_log_end_offset=log.log_end_offset, now_ms=0,
+        adding_replicas=(F2,), removing_replicas=(F,),
+    )  # fmt: skip
+    assert state.is_under_replicated()
+    # Completed: RS = [L, F2], nothing adding, F2 not yet in the ISR counts again.
+    state.make_leader(
+        controller_epoch=1, leader_epoch=7, isr=frozenset({L}), assigned_replicas=(L, F2),
+        zk_version=3, leader_log_end_offset=log.log_end_offset, now_ms=0,
+    )  # fmt: skip
+    assert (state.adding_replicas, state.removing_replicas) == ((), ())
+    assert state.is_under_replicated()

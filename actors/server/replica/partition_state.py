@@ -174,6 +174,10 @@ class PartitionState:
     isr_state: IsrState = field(default_factory=lambda: CommittedIsr(frozenset()))
     leader_epoch_start_offset: int | None = None
     remote_replicas: dict[BrokerId, ReplicaProgress] = field(default_factory=dict)
+    # KIP-455: while the partition is being reassigned, the replicas being added and removed, as
+    # the last LeaderAndIsr said (``assigned_replicas`` is then the full replica set).
+    adding_replicas: tuple[BrokerId, ...] = ()
+    removing_replicas: tuple[BrokerId, ...] = ()
 
     # ---------------------------------------------------------------------------- properties
 
@@ -189,6 +193,10 @@ class PartitionState:
     @property
     def maximal_isr(self) -> frozenset[BrokerId]:
         return self.isr_state.maximal_isr
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
     @property
     def isr_change_in_flight(self) -> bool:
@@ -211,12 +219,16 @@ class PartitionState:
         zk_version: int,
         leader_log_end_offset: int,
         now_ms: int,
+        adding_replicas: tuple[BrokerId, ...] = (),
+        removing_replicas: tuple[BrokerId, ...] = (),
     ) -> bool:
         """Become leader (docs/replication.md §2.3, docs/controller.md §5). Returns True if this broker was
         not leader before."""
         was_leader = self.role is Role.LEADER and self.leader_id == self.local_broker_id
         self.controller_epoch = controller_epoch
         self.assigned_replicas = assigned_replicas
+        self.adding_replicas = adding_replicas
+        self.removing_replicas = removing_replicas
         self.isr_state = CommittedIsr(isr)
         self.leader_epoch = leader_epoch
         self.zk_version = zk_version
@@ -247,6 +259,8 @@ class PartitionState:
         leader_epoch: int,
         assigned_replicas: tuple[BrokerId, ...],
         zk_version: int,
+        adding_replicas: tuple[BrokerId, ...] = (),
+        removing_replicas: tuple[BrokerId, ...] = (),
     ) -> bool:
         """Become follower (docs/controller.md §5). False if neither the leader nor the leader epoch
         changed."""
@@ -255,6 +269,8 @@ class PartitionState:
         )
         self.controller_epoch = controller_epoch
         self.assigned_replicas = assigned_replicas
+        self.adding_replicas = adding_replicas
+        self.removing_replicas = removing_replicas
         self.isr_state = CommittedIsr(frozenset())  # only meaningful on the leader
         self.leader_epoch = leader_epoch
         self.leader_epoch_start_offset = None
@@ -362,7 +378,8 @@ class PartitionState:
     # ----------------------------------------------------------------------------- gauges
 
     def is_under_replicated(self) -> bool:
-        return self.is_leader and len(self.isr) < len(self.assigned_replicas)
+        """KIP-352: replicas being added by a reassignment do not count until they are in sync."""
+        return self.is_leader and len(self.assigned_replicas) - len(self.adding_replicas) > len(self.isr)
 
     def is_under_min_isr(self, min_insync_replicas: int) -> bool:
         return self.is_leader and len(self.isr) < min_insync_replicas

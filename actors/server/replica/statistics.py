@@ -45,10 +45,23 @@ class PartitionStatistics:
     fetch_requests_total: int
     failed_fetch_requests_total: int
     delayed_produce_expires_total: int
+    # KIP-455: the replicas being added and removed while the partition is reassigning; bytes a
+    # replica being added fetched here (follower side) or was served (leader side).
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+    reassignment_bytes_in_total: int = 0
+    reassignment_bytes_out_total: int = 0
 
     @property
     def under_replicated(self) -> bool:
-        return self.role is Role.LEADER and len(self.isr) < len(self.assigned_replicas)
+        """KIP-352: replicas being added do not count until they join the ISR."""
+        return self.role is Role.LEADER and len(self.assigned_replicas) - len(self.adding_replicas) > len(
+            self.isr
+        )
+
+    @property
+    def reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
 
     @property
     def under_min_isr(self) -> bool:
@@ -74,3 +87,5 @@ class PartitionCounters:
     fetch_requests_total: int = 0
     failed_fetch_requests_total: int = 0
     delayed_produce_expires_total: int = 0
+    reassignment_bytes_in_total: int = 0
+    reassignment_bytes_out_total: int = 0
