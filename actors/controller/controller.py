@@ -97,6 +97,10 @@ class EventKind(enum.Enum):
     TOPIC_DELETION_STOP_REPLICA_RESPONSE = "TopicDeletionStopReplicaResponseReceived"
     TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE = "TopicUncleanLeaderElectionEnable"
     REPLICA_LEADER_ELECTION = "ReplicaLeaderElection"
+    API_PARTITION_REASSIGNMENT = "ApiPartitionReassignment"
+    LIST_PARTITION_REASSIGNMENTS = "ListPartitionReassignments"
+    ZK_PARTITION_REASSIGNMENT = "ZkPartitionReassignment"
+    PARTITION_REASSIGNMENT_ISR_CHANGE = "PartitionReassignmentIsrChange"
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +112,8 @@ class _Event:
     # An admin request relayed by a broker's admin actor (its script returns the response).
     request: object = None
     topic: str | None = None
+    # PARTITION_REASSIGNMENT_ISR_CHANGE: the partition whose state znode changed.
+    tp: TopicPartition | None = None
     # TOPIC_DELETION_STOP_REPLICA_RESPONSE: the broker, the partitions asked, those that failed.
     deletion: tuple[BrokerId, tuple[TopicPartition, ...], frozenset[TopicPartition]] | None = None
 
@@ -120,6 +126,8 @@ _WATCH_EVENTS = {
     WatchKind.ISR_CHANGES: EventKind.ISR_CHANGE_NOTIFICATION,
     WatchKind.PREFERRED_ELECTION: EventKind.PREFERRED_REPLICA_ELECTION,
     WatchKind.PARTITION_MODIFICATIONS: EventKind.PARTITION_MODIFICATIONS,
+    WatchKind.PARTITION_REASSIGNMENT: EventKind.ZK_PARTITION_REASSIGNMENT,
+    WatchKind.PARTITION_REASSIGNMENT_ISR_CHANGE: EventKind.PARTITION_REASSIGNMENT_ISR_CHANGE,
 }
 
 
@@ -188,6 +196,8 @@ ControllerMessage: TypeAlias = (
     EnableTopicUncleanLeaderElection
     | ControlledShutdownRequest
     | ElectLeadersRequest
+    | AlterPartitionReassignmentsRequest
+    | ListPartitionReassignmentsRequest
     | _SessionChanged
     | _WatchFired
     | _StepDone
@@ -238,7 +248,14 @@ class ControllerStatistics:
 class ControllerActor(Actor[ControllerMessage]):
     # What other nodes ask of the controller: a broker's controlled shutdown, and the admin
     # requests a broker's admin actor relays.
-    remote_asks = frozenset({ControlledShutdownRequest, ElectLeadersRequest})
+    remote_asks = frozenset(
+        {
+            ControlledShutdownRequest,
+            ElectLeadersRequest,
+            AlterPartitionReassignmentsRequest,
+            ListPartitionReassignmentsRequest,
+        }
+    )
 
     def __init__(
         self,
@@ -314,14 +331,30 @@ class ControllerActor(Actor[ControllerMessage]):
                     EventKind.REPLICA_LEADER_ELECTION, ctx.now_ns, requester=ctx.requester, request=message
                 )
                 self._enqueue(ctx, event)
+            case AlterPartitionReassignmentsRequest():
+                event = _Event(
+                    EventKind.API_PARTITION_REASSIGNMENT, ctx.now_ns, requester=ctx.requester, request=message
+                )
+                self._enqueue(ctx, event)
+            case ListPartitionReassignmentsRequest():
+                event = _Event(
+                    EventKind.LIST_PARTITION_REASSIGNMENTS,
+                    ctx.now_ns,
+                    requester=ctx.requester,
+                    request=message,
+                )
+                self._enqueue(ctx, event)
             case _SessionChanged():
                 self._on_session_changed(ctx, message.event)
             case _WatchFired():
                 if message.generation == self.generation:
                     topic = None
+                    tp = None
                     if message.kind is WatchKind.PARTITION_MODIFICATIONS:
                         topic = message.path.rsplit("/", 1)[-1]
-                    self._enqueue(ctx, _Event(_WATCH_EVENTS[message.kind], ctx.now_ns, topic=topic))
+                    elif message.kind is WatchKind.PARTITION_REASSIGNMENT_ISR_CHANGE:
+                        tp = _state_path_partition(message.path)
+                    self._enqueue(ctx, _Event(_WATCH_EVENTS[message.kind], ctx.now_ns, topic=topic, tp=tp))
             case _StepDone():
                 self._advance(ctx, message.step, value=message.result)
             case _StepFailed():
@@ -423,6 +456,17 @@ class ControllerActor(Actor[ControllerMessage]):
         if kind is EventKind.REPLICA_LEADER_ELECTION:
             assert isinstance(event.request, ElectLeadersRequest)
             return logic.on_elect_leaders(event.request)
+        if kind is EventKind.API_PARTITION_REASSIGNMENT:
+            assert isinstance(event.request, AlterPartitionReassignmentsRequest)
+            return logic.on_alter_partition_reassignments(event.request)
+        if kind is EventKind.LIST_PARTITION_REASSIGNMENTS:
+            assert isinstance(event.request, ListPartitionReassignmentsRequest)
+            return logic.on_list_partition_reassignments(event.request)
+        if kind is EventKind.ZK_PARTITION_REASSIGNMENT:
+            return logic.on_zk_partition_reassignment()
+        if kind is EventKind.PARTITION_REASSIGNMENT_ISR_CHANGE:
+            assert event.tp is not None
+            return logic.on_partition_reassignment_isr_change(event.tp)
         if kind is EventKind.CONTROLLED_SHUTDOWN:
             shutdown = event.shutdown
             assert shutdown is not None
@@ -687,6 +731,12 @@ def _not_controller(event: _Event) -> object:
             )
         case _:
             return ControlledShutdownResponse(error_code=ErrorCode.NOT_CONTROLLER)
+
+
+def _state_path_partition(path: str) -> TopicPartition:
+    """``/brokers/topics/<t>/partitions/<p>/state`` -> the partition."""
+    parts = path.split("/")
+    return TopicPartition(parts[3], int(parts[5]))
 
 
 def _failed_partitions(request: StopReplicaRequest, reply: object) -> frozenset[TopicPartition]:

@@ -18,6 +18,7 @@ __all__ = [
     "new_partition_leader",
     "offline_partition_leader",
     "preferred_replica_leader",
+    "reassignment_leader",
 ]
 
 
@@ -83,4 +84,16 @@ def controlled_shutdown_leader(
     for replica in assignment:
         if replica in isr and is_live(replica) and not shutting_down(replica):
             return ElectionResult(replica, new_isr)
+    return None
+
+
+def reassignment_leader(
+    target: Sequence[BrokerId], isr: Sequence[BrokerId], is_live: Callable[[BrokerId], bool]
+) -> ElectionResult | None:
+    """A completing reassignment whose leader is removed or dead: the first replica of the target
+    assignment that is live and in the ISR; the ISR is unchanged (the removed replicas leave it
+    right after)."""
+    for replica in target:
+        if replica in isr and is_live(replica):
+            return ElectionResult(replica, tuple(isr))
     return None

@@ -19,7 +19,11 @@ Events and what they do:
   (removing dead ones from ISRs) and elect leaders for new and offline partitions;
 * broker change — new, dead and bounced (re-registered with a larger czxid) brokers;
 * topic change / deletion, ISR change notification, controlled shutdown, preferred election and the
-  automatic rebalance.
+  automatic rebalance;
+* partition reassignment (KIP-455, docs/controller.md §9): AlterPartitionReassignments and
+  ListPartitionReassignments from a broker's admin actor, the ``/admin/reassign_partitions`` znode
+  appearing, and the state znode of a reassigning partition changing (its ISR may now hold every
+  target replica); failover and broker startup resume reassignments in progress.
 """
 
 from __future__ import annotations
@@ -33,11 +37,17 @@ from typing import Any
 
 from actors.common.errors import ErrorCode
 from actors.common.protocol import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
     BrokerEndpoint,
     ElectLeadersRequest,
     ElectLeadersResponse,
     ListenerEndpoint,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    OngoingPartitionReassignment,
     PartitionElectionResult,
+    ReassignablePartitionResult,
 )
 from actors.common.types import NO_LEADER, BrokerId, TopicPartition
 from actors.controller.election import (
@@ -46,6 +56,7 @@ from actors.controller.election import (
     new_partition_leader,
     offline_partition_leader,
     preferred_replica_leader,
+    reassignment_leader,
 )
 from actors.controller.requests import RequestBatch
 from actors.controller.state import (
@@ -53,12 +64,13 @@ from actors.controller.state import (
     LeaderIsrAndEpoch,
     LiveBroker,
     PartitionMachineState,
+    ReplicaAssignment,
     ReplicaMachineState,
 )
 from actors.server import zk_data
 from actors.server.state_changes import StateChange, StateChangeLog
 from actors.server.zk_data import TopicAssignment
-from runtime.coordination.base import CheckOp, CreateOp, SetDataOp, SetDataOpResult, Stat
+from runtime.coordination.base import ANY_VERSION, CheckOp, CreateOp, SetDataOp, SetDataOpResult, Stat
 from runtime.coordination.errors import BadVersionError, CoordinationError, NodeExistsError, NoNodeError
 from runtime.coordination.requests import (
     FencedError,
@@ -100,6 +112,11 @@ class WatchKind(enum.Enum):
     # A data watch on /brokers/topics/<t> (Kafka's PartitionModificationsHandler): the event
     # carries the topic, taken from the watched path.
     PARTITION_MODIFICATIONS = "partition_modifications"
+    # An exists watch on /admin/reassign_partitions (Kafka's PartitionReassignmentHandler).
+    PARTITION_REASSIGNMENT = "reassign_partitions"
+    # A data watch on a reassigning partition's state znode (Kafka's
+    # PartitionReassignmentIsrChangeHandler): the event carries the partition, from the path.
+    PARTITION_REASSIGNMENT_ISR_CHANGE = "partition_reassignment_isr_change"
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +138,9 @@ class ElectionKind(enum.Enum):
     # ElectLeaders(unclean): the offline algorithm with unclean elections allowed, whatever the
     # topic's unclean.leader.election.enable says (Kafka's allowUnclean = true).
     UNCLEAN = "unclean"
+    # A completing reassignment moves the leader onto a target replica (Kafka's
+    # ReassignPartitionLeaderElectionStrategy).
+    REASSIGNMENT = "reassignment"
 
 
 # The reason a state-change event gives for each kind of election (an unclean one says so).
@@ -129,6 +149,7 @@ _ELECTION_REASONS = {
     ElectionKind.PREFERRED: "preferred",
     ElectionKind.CONTROLLED_SHUTDOWN: "controlled_shutdown",
     ElectionKind.UNCLEAN: "unclean",
+    ElectionKind.REASSIGNMENT: "reassignment",
 }
 
 # ElectLeaders' election_type values (Kafka's ElectionType).
@@ -175,6 +196,9 @@ class ControllerLogic:
         self.elect_outside_isr = False
         # Where state-change events go (the broker process's ring), if anywhere.
         self.state_changes: StateChangeLog | None = None
+        # The creation zxid of the /admin/reassign_partitions znode last acted on: Kafka acts on
+        # the znode when it appears, not when its data changes.
+        self._zk_reassignment_czxid: int | None = None
 
     # --------------------------------------------------------------------------------- helpers
 
@@ -329,6 +353,8 @@ class ControllerLogic:
         self.batch.add_update_metadata(context.live_or_shutting_down_ids(), None)
         yield from self._start_replica_state_machine()
         yield from self._start_partition_state_machine()
+        yield from self._abandon_reassignments(context.topics_to_delete)
+        yield from self._initialize_partition_reassignments()
         yield from self.resume_topic_deletions()
         if preferred is not None:
             yield from self.on_preferred_replica_election()
@@ -337,7 +363,10 @@ class ControllerLogic:
         context = self.context
         names = yield Watched(ZkGetChildren(zk_data.TOPICS_PATH, watch=True), WatchKind.TOPICS)
         for topic, assignment in (yield from self._read_assignments(names)).items():
-            context.add_topic(topic, assignment.partitions)
+            # A reassignment in progress is resumed from the topic znode's adding/removing replicas.
+            context.add_topic(
+                topic, assignment.partitions, assignment.adding_replicas, assignment.removing_replicas
+            )
         yield from self._load_topic_configs(list(context.assignments))
         yield from self._load_leadership(list(context.all_partitions()))
 
@@ -538,6 +567,11 @@ class ControllerLogic:
         self._replicas_online([(tp, b) for b in brokers for tp in context.partitions_on_broker(b)])
         yield from self.trigger_online_partition_state_change()
         started = set(brokers)
+        # Reassignments with a target replica on a started broker go on (Kafka's
+        # maybeResumeReassignments): it may be the replica they wait for.
+        for tp in sorted(context.partitions_being_reassigned):
+            if started & set(context.full_assignment(tp).target):
+                yield from self._on_partition_reassignment(tp, context.full_assignment(tp))
         self._retry_ineligible_replicas(lambda broker_id: broker_id in started)
         yield from self.resume_topic_deletions()
 
@@ -732,6 +766,10 @@ class ControllerLogic:
                 result = preferred_replica_leader(
                     replicas, current.isr, context.is_live_and_not_shutting_down
                 )
+            elif kind is ElectionKind.REASSIGNMENT:
+                result = reassignment_leader(
+                    context.full_assignment(tp).target, current.isr, context.is_live_and_not_shutting_down
+                )
             else:
                 result = controlled_shutdown_leader(
                     replicas, current.isr, context.is_live, lambda b: b in context.shutting_down
@@ -901,6 +939,7 @@ class ControllerLogic:
             if topic not in context.topics_to_delete:
                 context.topics_to_delete.add(topic)
                 _log.info("topic %s marked for deletion", topic)
+        yield from self._abandon_reassignments(context.topics_to_delete)
         # A new request also retries replicas whose deletion failed (Kafka retries them with the
         # next event that resumes deletions).
         self._retry_ineligible_replicas(lambda broker_id: True)
@@ -1012,6 +1051,353 @@ class ControllerLogic:
         if self.context.replica_state(tp, broker_id) is not target:
             self.context.set_replica_state(tp, broker_id, target)
 
+    # ----------------------------------------------------------------- partition reassignment
+
+    def on_alter_partition_reassignments(
+        self, request: AlterPartitionReassignmentsRequest
+    ) -> Generator[Step, Any, AlterPartitionReassignmentsResponse]:
+        """Kafka's ``processApiPartitionReassignment`` (KIP-455): per partition, start a
+        reassignment to the given replicas (replacing one in progress) or, with ``replicas=None``,
+        cancel the one in progress. The latest request wins over ``/admin/reassign_partitions``:
+        the partitions it names leave that znode."""
+        wanted: dict[TopicPartition, tuple[BrokerId, ...] | None] = {}
+        for partition in request.partitions:
+            replicas = None if partition.replicas is None else tuple(partition.replicas)
+            wanted[TopicPartition(partition.topic, partition.partition)] = replicas
+        errors, planned = self._plan_reassignments(wanted)
+        if planned:
+            yield from self._remove_from_zk_reassignment(lambda tp, _: tp in planned)
+        for tp, assignment in planned.items():
+            started = yield from self._on_partition_reassignment(tp, assignment)
+            if not started:
+                errors[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+        results = []
+        for tp in wanted:
+            code, message = errors.get(tp, (ErrorCode.NONE, None))
+            results.append(
+                ReassignablePartitionResult(
+                    topic=tp.topic, partition=tp.partition, error_code=code, error_message=message
+                )
+            )
+        return AlterPartitionReassignmentsResponse(error_code=ErrorCode.NONE, results=tuple(results))
+
+    def on_list_partition_reassignments(
+        self, request: ListPartitionReassignmentsRequest
+    ) -> Generator[Step, Any, ListPartitionReassignmentsResponse]:
+        """Kafka's ``processListPartitionReassignments``: the ongoing reassignments among the
+        partitions asked about (all of them when ``partitions`` is None); others are left out."""
+        context = self.context
+        asked = (
+            sorted(context.partitions_being_reassigned)
+            if request.partitions is None
+            else list(dict.fromkeys(TopicPartition(tp.topic, tp.partition) for tp in request.partitions))
+        )
+        ongoing = []
+        for tp in asked:
+            assignment = context.full_assignment(tp)
+            if assignment.is_being_reassigned:
+                ongoing.append(
+                    OngoingPartitionReassignment(
+                        topic=tp.topic,
+                        partition=tp.partition,
+                        replicas=assignment.replicas,
+                        adding_replicas=assignment.adding,
+                        removing_replicas=assignment.removing,
+                    )
+                )
+        yield from ()  # a script, though it needs nothing from ZooKeeper
+        return ListPartitionReassignmentsResponse(error_code=ErrorCode.NONE, reassignments=tuple(ongoing))
+
+    def on_zk_partition_reassignment(self) -> Generator[Step, Any, set[TopicPartition]]:
+        """Kafka's ``processZkPartitionReassignment``: the ``/admin/reassign_partitions`` znode
+        names target replicas; each valid one starts (or replaces) a reassignment, the others
+        leave the znode. As in Kafka, a znode is acted on when it appears (or at failover): a later
+        change of its data is not, so the znode's creation zxid is remembered. Returns the
+        partitions whose reassignment started."""
+        stat = yield Watched(
+            ZkExists(zk_data.REASSIGN_PARTITIONS_PATH, watch=True), WatchKind.PARTITION_REASSIGNMENT
+        )
+        if stat is None or stat.czxid == self._zk_reassignment_czxid:
+            return set()
+        self._zk_reassignment_czxid = stat.czxid
+        try:
+            data, _ = yield ZkGet(zk_data.REASSIGN_PARTITIONS_PATH)
+        except NoNodeError:
+            return set()
+        try:
+            requested = zk_data.decode_reassign_partitions(data)
+        except zk_data.ZkDataError as error:
+            # Left in place it would block every later reassignment through ZooKeeper.
+            _log.error("deleting an unreadable reassignment request: %s", error)
+            yield ZkDeleteRecursive(zk_data.REASSIGN_PARTITIONS_PATH, self.fence)
+            return set()
+        wanted: dict[TopicPartition, tuple[BrokerId, ...] | None] = {
+            TopicPartition(raw.topic, raw.partition): replicas for raw, replicas in requested.items()
+        }
+        errors, planned = self._plan_reassignments(wanted)
+        started: set[TopicPartition] = set()
+        for tp, assignment in planned.items():
+            if (yield from self._on_partition_reassignment(tp, assignment)):
+                started.add(tp)
+            else:
+                errors[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+        if errors:
+            _log.warning(
+                "reassignments in %s refused: %s",
+                zk_data.REASSIGN_PARTITIONS_PATH,
+                ", ".join(f"{tp}: {code.name}" for tp, (code, _) in sorted(errors.items())),
+            )
+            yield from self._remove_from_zk_reassignment(lambda tp, _: tp in errors)
+        return started
+
+    def on_partition_reassignment_isr_change(self, tp: TopicPartition) -> Script:
+        """Kafka's ``processPartitionReassignmentIsrChange``: the state znode of a reassigning
+        partition changed; once every target replica is in the ISR the reassignment completes."""
+        if not self.context.is_reassigning(tp):
+            return
+        if (yield from self._reassignment_complete(tp, self.context.full_assignment(tp))):
+            yield from self._on_partition_reassignment(tp, self.context.full_assignment(tp))
+
+    def _plan_reassignments(
+        self, wanted: dict[TopicPartition, tuple[BrokerId, ...] | None]
+    ) -> tuple[dict[TopicPartition, tuple[ErrorCode, str | None]], dict[TopicPartition, ReplicaAssignment]]:
+        """Validate each request (Kafka's ``replicasAreValid`` and ``maybeBuildReassignment``)
+        and compute the assignment to move to: ``None`` cancels (back to the original replicas)."""
+        context = self.context
+        errors: dict[TopicPartition, tuple[ErrorCode, str | None]] = {}
+        planned: dict[TopicPartition, ReplicaAssignment] = {}
+        for tp, target in wanted.items():
+            current = context.full_assignment(tp)
+            if not current.replicas or tp.topic in context.topics_to_delete:
+                errors[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
+            elif target is None:
+                if current.is_being_reassigned:
+                    planned[tp] = current.reassign_to(current.origin)
+                else:
+                    errors[tp] = (
+                        ErrorCode.NO_REASSIGNMENT_IN_PROGRESS,
+                        f"No reassignment of {tp} is in progress.",
+                    )
+            elif not target or len(set(target)) != len(target) or any(r < 0 for r in target):
+                errors[tp] = (
+                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                    f"The replica list {list(target)} must be non-empty, without duplicates or negative ids.",
+                )
+            else:
+                assignment = current.reassign_to(target)
+                missing = sorted(r for r in assignment.adding if not context.is_live(r))
+                if missing:
+                    errors[tp] = (
+                        ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Replica(s) {missing} of {list(target)} are not live brokers.",
+                    )
+                else:
+                    planned[tp] = assignment
+        return errors, planned
+
+    def _on_partition_reassignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> Generator[Step, Any, bool]:
+        """Kafka's ``onPartitionReassignment`` (KIP-455). Returns False when the topic's znode is
+        gone (deleted under us).
+
+        First the assignment in ZooKeeper, then in memory, moves to ``assignment`` (RS = TRS then
+        the rest of ORS, with its adding and removing replicas); replicas of a replaced or
+        cancelled reassignment that are no longer in RS are stopped and deleted. Then, while some
+        target replica is not in the ISR: the leader epoch goes up and RS gets LeaderAndIsr (so the
+        leader learns the new followers and the adding replicas start fetching), and the adding
+        replicas become NewReplica. Once every target replica is in the ISR: the adding replicas
+        go online, RS = TRS in memory, the leader moves to a live in-ISR target replica if it is
+        being removed or dead (else its epoch goes up), the removed replicas go offline (out of the
+        ISR) and are deleted, ZooKeeper gets RS = TRS with no adding/removing replicas, and the
+        partition leaves ``/admin/reassign_partitions``. ZooKeeper's RS changes to TRS last: until
+        then it is the only record of ORS, so a new controller can resume or cancel."""
+        context = self.context
+        current = context.full_assignment(tp)
+        if current != assignment:
+            if not (yield from self._write_assignment(tp, assignment)):
+                return False
+            context.set_full_assignment(tp, assignment)
+            _log.info(
+                "%s: reassigning from %s to %s (adding %s, removing %s)",
+                tp, list(assignment.origin), list(assignment.target), list(assignment.adding),
+                list(assignment.removing),
+            )  # fmt: skip
+            unneeded = [r for r in current.replicas if r not in assignment.replicas]
+            if unneeded:
+                yield from self._stop_removed_replicas(tp, unneeded)
+                if context.partition_state(tp) is PartitionMachineState.OFFLINE:
+                    # It led (an added replica elected while the leader was down): elect again.
+                    yield from self.elect_leaders([tp], ElectionKind.OFFLINE)
+        context.partitions_being_reassigned.add(tp)
+        if not (yield from self._reassignment_complete(tp, assignment)):
+            yield from self._bump_leader_epoch(tp, context.replicas(tp))
+            for replica in assignment.adding:
+                if context.replica_state(tp, replica) is ReplicaMachineState.NON_EXISTENT:
+                    context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
+            return True
+        completed = ReplicaAssignment(assignment.target)
+        leadership = context.leadership.get(tp)
+        leader = NO_LEADER if leadership is None else leadership.leader
+        context.set_full_assignment(tp, completed)
+        if leader in completed.replicas and context.is_live_and_not_shutting_down(leader):
+            yield from self._bump_leader_epoch(tp, completed.replicas)
+        else:
+            # The leader is being removed, or is dead: a live in-ISR target replica takes over. If
+            # none can, the reassignment stays in progress and is tried again on its next trigger.
+            outcome = yield from self.elect_leaders([tp], ElectionKind.REASSIGNMENT)
+            if not outcome.elected:
+                context.set_full_assignment(tp, assignment)
+                _log.warning(
+                    "%s: no live in-sync target replica in %s can lead yet", tp, list(completed.replicas)
+                )
+                return True
+        self._replicas_online([(tp, r) for r in assignment.adding if context.is_live(r)])
+        yield from self._stop_removed_replicas(tp, list(assignment.removing))
+        if not (yield from self._write_assignment(tp, completed)):
+            return False
+        context.partitions_being_reassigned.discard(tp)
+        yield from self._remove_from_zk_reassignment(
+            lambda found, replicas: found == tp and replicas == completed.replicas
+        )
+        self.batch.add_update_metadata(context.live_or_shutting_down_ids(), [tp])
+        _log.info("%s: reassignment complete; replicas %s", tp, list(completed.replicas))
+        return True
+
+    def _reassignment_complete(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> Generator[Step, Any, bool]:
+        """Every target replica is in the ISR, as the state znode says now (read with a watch,
+        Kafka's PartitionReassignmentIsrChangeHandler, while the partition is reassigning)."""
+        if not assignment.is_being_reassigned:
+            return True
+        path = zk_data.partition_state_path(tp.topic, tp.partition)
+        try:
+            found = yield Watched(ZkGet(path, watch=True), WatchKind.PARTITION_REASSIGNMENT_ISR_CHANGE)
+        except NoNodeError:
+            return False  # not started yet: no state, so no ISR
+        leadership = self._decode_state(tp, found)
+        if leadership is None:
+            return False
+        self._learned(tp, leadership)
+        self.context.leadership[tp] = leadership
+        return set(assignment.target) <= set(leadership.isr)
+
+    def _bump_leader_epoch(self, tp: TopicPartition, recipients: Sequence[BrokerId]) -> Script:
+        """Kafka's ``updateLeaderEpochAndSendRequest``: the same leader and ISR at the next leader
+        epoch, sent to ``recipients`` with the current assignment (a partition without a leader is
+        left to its election, which sends the assignment too)."""
+        context = self.context
+
+        def change(_: TopicPartition, current: LeaderIsrAndEpoch) -> LeaderIsrAndEpoch | None:
+            if not current.has_leader:
+                return None
+            return LeaderIsrAndEpoch(
+                leader=current.leader,
+                leader_epoch=current.leader_epoch + 1,
+                isr=current.isr,
+                controller_epoch=context.controller_epoch,
+                zk_version=current.zk_version,
+            )
+
+        updated = yield from self._update_leadership(
+            [tp], change, "leader_epoch_bump", lambda _: "reassignment"
+        )
+        leadership = updated.get(tp)
+        if leadership is not None:
+            self.batch.add_leader_and_isr(context, recipients, tp, leadership)
+
+    def _stop_removed_replicas(self, tp: TopicPartition, replicas: list[BrokerId]) -> Script:
+        """Kafka's ``stopRemovedReplicasOfReassignedPartition``: offline (StopReplica, out of the
+        ISR), then deleted (StopReplica delete=true) without waiting for the answer, then gone. A
+        replica on a dead broker keeps its log there (Kafka's too)."""
+        context = self.context
+        removed = [
+            r for r in replicas if context.replica_state(tp, r) is not ReplicaMachineState.NON_EXISTENT
+        ]
+        yield from self._replicas_offline([(tp, r) for r in removed])
+        for replica in removed:
+            context.set_replica_state(tp, replica, ReplicaMachineState.DELETION_STARTED)
+            if context.is_live(replica):
+                self.batch.add_stop_replica(replica, tp, delete=True)
+            context.set_replica_state(tp, replica, ReplicaMachineState.DELETION_SUCCESSFUL)
+            context.set_replica_state(tp, replica, ReplicaMachineState.NON_EXISTENT)
+
+    def _write_assignment(
+        self, tp: TopicPartition, assignment: ReplicaAssignment
+    ) -> Generator[Step, Any, bool]:
+        """The topic znode with ``tp`` at ``assignment`` (fenced, whatever its version, as Kafka's
+        ``setTopicAssignmentRaw``). False when the znode is gone."""
+        context = self.context
+        partitions = dict(context.assignments.get(tp.topic, {}))
+        adding = {p.partition: r for p, r in context.adding_replicas.items() if p.topic == tp.topic}
+        removing = {p.partition: r for p, r in context.removing_replicas.items() if p.topic == tp.topic}
+        partitions[tp.partition] = assignment.replicas
+        adding[tp.partition] = assignment.adding
+        removing[tp.partition] = assignment.removing
+        data = zk_data.encode_topic_assignment(
+            TopicAssignment(partitions=partitions, adding_replicas=adding, removing_replicas=removing)
+        )
+        outcomes: list[WriteOutcome] = yield ZkFencedSetMany(
+            self.fence, ((zk_data.topic_path(tp.topic), data, ANY_VERSION),)
+        )
+        if not outcomes[0].ok:
+            _log.error("%s: cannot write its assignment (%s)", tp, outcomes[0].error)
+            return False
+        return True
+
+    def _remove_from_zk_reassignment(
+        self, remove: Callable[[TopicPartition, tuple[BrokerId, ...]], bool]
+    ) -> Script:
+        """Kafka's ``maybeRemoveFromZkReassignment``: the partitions ``remove`` picks leave
+        ``/admin/reassign_partitions``; the znode is deleted when none is left."""
+        try:
+            data, _ = yield ZkGet(zk_data.REASSIGN_PARTITIONS_PATH)
+            requested = zk_data.decode_reassign_partitions(data)
+        except NoNodeError:
+            return
+        except zk_data.ZkDataError:
+            requested = {}
+        kept = {
+            raw: replicas
+            for raw, replicas in requested.items()
+            if not remove(TopicPartition(raw.topic, raw.partition), replicas)
+        }
+        if len(kept) == len(requested) and requested:
+            return
+        if kept:
+            outcomes: list[WriteOutcome] = yield ZkFencedSetMany(
+                self.fence,
+                ((zk_data.REASSIGN_PARTITIONS_PATH, zk_data.encode_reassign_partitions(kept), ANY_VERSION),),
+            )
+            if outcomes[0].ok:
+                return
+        yield ZkDeleteRecursive(zk_data.REASSIGN_PARTITIONS_PATH, self.fence)
+
+    def _initialize_partition_reassignments(self) -> Script:
+        """Kafka's ``initializePartitionReassignments`` at failover: the reassignments named in
+        ``/admin/reassign_partitions`` start (or resume, replacing what the topic znodes say),
+        then every other partition the topic znodes show reassigning resumes."""
+        started = yield from self.on_zk_partition_reassignment()
+        for tp in sorted(self.context.partitions_being_reassigned - started):
+            yield from self._on_partition_reassignment(tp, self.context.full_assignment(tp))
+
+    def _abandon_reassignments(self, topics: Collection[str]) -> Script:
+        """A topic marked for deletion: its reassignments end where they are (every replica of RS,
+        added ones included, is deleted with the topic) and leave ``/admin/reassign_partitions``.
+        Kafka 2.4 instead holds the deletion until they complete, which never happens when a
+        target replica's broker is gone."""
+        context = self.context
+        dropped = {tp for tp in context.partitions_being_reassigned if tp.topic in topics}
+        if not dropped:
+            return
+        for tp in dropped:
+            context.partitions_being_reassigned.discard(tp)
+            context.adding_replicas.pop(tp, None)
+            context.removing_replicas.pop(tp, None)
+        _log.info("reassignments of %s end: the topic is being deleted", sorted(str(tp) for tp in dropped))
+        yield from self._remove_from_zk_reassignment(lambda tp, _: tp.topic in topics)
+
     # ---------------------------------------------------------------- ISR change notifications
 
     def on_isr_change_notification(self) -> Script:
@@ -1040,6 +1426,10 @@ class ControllerLogic:
         if known:
             yield from self._load_leadership(known)
             self.batch.add_update_metadata(context.live_or_shutting_down_ids(), known)
+        for tp in known:
+            # A reassignment waits for its target replicas to join the ISR.
+            if context.is_reassigning(tp):
+                yield from self.on_partition_reassignment_isr_change(tp)
         # Deleted once processed. Not in a ``finally``: a script closed when the controller resigns
         # must not yield (close() would raise); a notification left behind is read again by the
         # next controller, or removed at its failover.
@@ -1103,6 +1493,7 @@ class ControllerLogic:
             for raw in requested
             if (tp := TopicPartition(raw.topic, raw.partition)) in context.leadership
             and tp.topic not in context.topics_to_delete
+            and not context.is_reassigning(tp)
             and context.leadership[tp].leader != context.replicas(tp)[0]
         )
         yield from self.elect_leaders(partitions, ElectionKind.PREFERRED)
@@ -1189,6 +1580,8 @@ class ControllerLogic:
         """docs/controller.md §7: per preferred broker, rebalance when too many of its partitions are led
         elsewhere."""
         context = self.context
+        if context.partitions_being_reassigned:
+            return  # Kafka 2.4 rebalances only while no reassignment is in progress
         by_preferred: dict[BrokerId, list[TopicPartition]] = {}
         for tp in context.all_partitions():
             replicas = context.replicas(tp)

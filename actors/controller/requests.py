@@ -63,6 +63,8 @@ class RequestBatch:
             isr=leadership.isr,
             zk_version=leadership.zk_version,
             replicas=context.replicas(tp),
+            adding_replicas=context.adding_replicas.get(tp, ()),
+            removing_replicas=context.removing_replicas.get(tp, ()),
             is_new=is_new,
         )
         for broker_id in brokers:

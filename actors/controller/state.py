@@ -1,8 +1,9 @@
 """The controller's model of the cluster, and its two state machines as data tables.
 
 ``ControllerContext`` is what the active controller knows (docs/controller.md): live brokers
-with their epochs, brokers shutting down, topic assignments, each partition's leader/ISR/epochs and
-zkVersion, and the state of every partition and replica. It is loaded from ZooKeeper at failover
+with their epochs, brokers shutting down, topic assignments (with the adding and removing replicas
+of partitions being reassigned, KIP-455), each partition's leader/ISR/epochs and zkVersion, and the
+state of every partition and replica. It is loaded from ZooKeeper at failover
 and kept current by the controller's events; it never does I/O.
 
 The state machines are tables of valid previous states, as Kafka's ``PartitionStateMachine`` and
@@ -28,6 +29,7 @@ __all__ = [
     "LeaderIsrAndEpoch",
     "LiveBroker",
     "PartitionMachineState",
+    "ReplicaAssignment",
     "ReplicaMachineState",
 ]
 
@@ -85,6 +87,42 @@ class LeaderIsrAndEpoch:
         return self.leader != NO_LEADER
 
 
+@dataclass(frozen=True, slots=True)
+class ReplicaAssignment:
+    """A partition's full replica set RS with, while it is being reassigned (KIP-455), the replicas
+    being added (in the target, not in the original set) and removed (in the original set, not in
+    the target). RS lists the target replicas first, in their order, then the removed ones."""
+
+    replicas: tuple[BrokerId, ...]
+    adding: tuple[BrokerId, ...] = ()
+    removing: tuple[BrokerId, ...] = ()
+
+    @property
+    def origin(self) -> tuple[BrokerId, ...]:
+        """ORS: the replicas before the reassignment (what a cancellation goes back to)."""
+        return tuple(r for r in self.replicas if r not in self.adding)
+
+    @property
+    def target(self) -> tuple[BrokerId, ...]:
+        """TRS: the replicas once the reassignment is complete."""
+        return tuple(r for r in self.replicas if r not in self.removing)
+
+    @property
+    def is_being_reassigned(self) -> bool:
+        return bool(self.adding or self.removing)
+
+    def reassign_to(self, target: tuple[BrokerId, ...]) -> ReplicaAssignment:
+        """Moving from this assignment's original replicas to ``target`` (which replaces any
+        reassignment in progress): RS = TRS then the rest of ORS."""
+        origin = self.origin
+        replicas = tuple(dict.fromkeys((*target, *origin)))
+        return ReplicaAssignment(
+            replicas,
+            tuple(r for r in replicas if r not in origin),
+            tuple(r for r in replicas if r not in target),
+        )
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LiveBroker:
     endpoint: BrokerEndpoint
@@ -114,11 +152,24 @@ class ControllerContext:
     # (a larger broker epoch) registered again since.
     state_mzxid: dict[TopicPartition, int] = field(default_factory=dict)
     topic_configs: dict[str, Mapping[str, str]] = field(default_factory=dict)
+    # KIP-455: the replicas being added and removed of each reassigning partition (``assignments``
+    # holds its full replica set), and the partitions whose reassignment is in progress.
+    adding_replicas: dict[TopicPartition, tuple[BrokerId, ...]] = field(default_factory=dict)
+    removing_replicas: dict[TopicPartition, tuple[BrokerId, ...]] = field(default_factory=dict)
+    partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
 
     # ------------------------------------------------------------------------------ queries
 
     def replicas(self, tp: TopicPartition) -> tuple[BrokerId, ...]:
         return self.assignments.get(tp.topic, {}).get(tp.partition, ())
+
+    def full_assignment(self, tp: TopicPartition) -> ReplicaAssignment:
+        return ReplicaAssignment(
+            self.replicas(tp), self.adding_replicas.get(tp, ()), self.removing_replicas.get(tp, ())
+        )
+
+    def is_reassigning(self, tp: TopicPartition) -> bool:
+        return tp in self.partitions_being_reassigned
 
     def all_partitions(self) -> list[TopicPartition]:
         return sorted(
@@ -163,7 +214,13 @@ class ControllerContext:
         count = 0
         for tp, leadership in self.leadership.items():
             replicas = self.replicas(tp)
-            if replicas and tp.topic not in self.topics_to_delete and leadership.leader != replicas[0]:
+            if not replicas or tp.topic in self.topics_to_delete:
+                continue
+            if replicas[0] in self.adding_replicas.get(tp, ()):
+                # Kafka's rule: a preferred replica still being added is not counted until it
+                # joins the ISR (the reassignment's completion moves the leader then).
+                count += replicas[0] in leadership.isr
+            elif leadership.leader != replicas[0]:
                 count += 1
         return count
 
@@ -211,8 +268,34 @@ class ControllerContext:
 
     # ----------------------------------------------------------------------------- updates
 
-    def add_topic(self, topic: str, partitions: Mapping[int, Iterable[BrokerId]]) -> None:
+    def add_topic(
+        self,
+        topic: str,
+        partitions: Mapping[int, Iterable[BrokerId]],
+        adding: Mapping[int, Iterable[BrokerId]] | None = None,
+        removing: Mapping[int, Iterable[BrokerId]] | None = None,
+    ) -> None:
+        """A topic's assignment; with ``adding``/``removing`` (a topic znode read at failover), its
+        partitions with either are reassigning."""
         self.assignments[topic] = {p: tuple(replicas) for p, replicas in partitions.items()}
+        for p in self.assignments[topic]:
+            tp = TopicPartition(topic, p)
+            added = tuple((adding or {}).get(p, ()))
+            removed = tuple((removing or {}).get(p, ()))
+            if added or removed:
+                self.set_full_assignment(tp, ReplicaAssignment(self.replicas(tp), added, removed))
+                self.partitions_being_reassigned.add(tp)
+
+    def set_full_assignment(self, tp: TopicPartition, assignment: ReplicaAssignment) -> None:
+        self.assignments.setdefault(tp.topic, {})[tp.partition] = assignment.replicas
+        for known, value in (
+            (self.adding_replicas, assignment.adding),
+            (self.removing_replicas, assignment.removing),
+        ):
+            if value:
+                known[tp] = value
+            else:
+                known.pop(tp, None)
 
     def remove_topic(self, topic: str) -> None:
         for tp in self.partitions_of(topic):
@@ -221,6 +304,9 @@ class ControllerContext:
             self.partition_states.pop(tp, None)
             for broker_id in self.replicas(tp):
                 self.replica_states.pop((tp, broker_id), None)
+            self.adding_replicas.pop(tp, None)
+            self.removing_replicas.pop(tp, None)
+            self.partitions_being_reassigned.discard(tp)
         self.assignments.pop(topic, None)
         self.topics_to_delete.discard(topic)
         self.topic_configs.pop(topic, None)
