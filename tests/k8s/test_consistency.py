@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import re
+import shlex
 import tempfile
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -595,18 +596,67 @@ def test_grace_period_covers_the_controlled_shutdown(
         config = load(running, rendered[running.overlay], tmp_path, issued).broker
         assert config.controlled_shutdown_enable
         grace_ms = 1000 * running.pod_spec["terminationGracePeriodSeconds"]
+        # The preStop hook runs first, inside the same grace period.
+        hook_ms = int(1000 * parse_actorlog(pre_stop_argv(running))[1].wait)
         for effective in (config, defaults):
             budget = _shutdown_budget_ms(effective)
             assert (
                 budget
                 >= effective.controlled_shutdown_max_retries * effective.controlled_shutdown_retry_backoff_ms
             )
-            assert grace_ms >= budget + SHUTDOWN_MARGIN_MS, (
-                f"{running.overlay}: {grace_ms} ms < {budget} ms + margin"
+            assert grace_ms >= hook_ms + budget + SHUTDOWN_MARGIN_MS, (
+                f"{running.overlay}: {grace_ms} ms < hook {hook_ms} ms + {budget} ms + margin"
             )
-        assert "preStop" not in running.container.get("lifecycle", {}), (
-            "a preStop hook would eat the grace period"
-        )
+
+
+_SHELL_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def pre_stop_argv(running: RunningContainer) -> list[str]:
+    """The broker's preStop hook as the command it runs: ``sh -c 'exec actorlog ...'`` with sh's
+    ``$VAR`` expansion from the container's environment (the kubelet expands no ``$(VAR)`` in a
+    hook); an undefined variable fails."""
+    hook = running.container.get("lifecycle", {}).get("preStop")
+    assert hook is not None, f"{running.overlay}: the broker has no preStop hook"
+    command = hook["exec"]["command"]
+    assert command[:2] == ["sh", "-c"], command
+    assert len(command) == 3, command
+
+    def value(match: re.Match[str]) -> str:
+        name = match.group(1) or match.group(2)
+        assert name in running.env, f"{running.overlay}: the preStop hook uses ${name}, which is not set"
+        return running.env[name]
+
+    words = shlex.split(_SHELL_VARIABLE.sub(value, command[2]))
+    assert words[0] == "exec", "the hook execs the tool (its exit status is the hook's)"
+    return words[1:]
+
+
+def test_the_pre_stop_hook_waits_until_the_restart_keeps_min_isr(
+    rendered: dict[str, list[Doc]], tmp_path: Path, issued: IssuedSecrets
+) -> None:
+    """``kubectl rollout restart`` never takes a partition below min ISR: each broker's preStop
+    hook is ``actorlog cluster health --broker <its own broker.id> --wait S``, asking its own
+    listener, in its scheme, bounded by the grace period (checked above)."""
+    for running in broker_pods(rendered):
+        docs = rendered[running.overlay]
+        settings = load(running, docs, tmp_path, issued)
+        command, arguments = parse_actorlog(pre_stop_argv(running))
+        assert (command, arguments.command) == ("cluster", "health")
+        assert arguments.broker == settings.broker.broker_id == int(running.pod.labels[POD_INDEX_LABEL])
+        listener = settings.advertised_listener
+        assert arguments.bootstrap_server == f"{listener.host}:{listener.port}", "its own listener"
+        assert arguments.wait > 0, "the hook waits for the restart to be allowed"
+        assert arguments.output == "text"
+        client_properties = ""
+        if arguments.command_config is not None:
+            files = manifests.config_map_files(docs, running.pod_spec, running.container)
+            assert arguments.command_config in files, f"{arguments.command_config} is not mounted"
+            client_properties = files[arguments.command_config]
+        # Over HTTPS the tool must be told SSL (and the CA); over HTTP it must not be.
+        assert ("security.protocol=SSL" in client_properties) == listener.tls, running.overlay
+        # The broker identity the tool authenticates with is in the broker pod's environment.
+        assert running.env.get(SECRET_ENV) == running.env["ACTORLOG_CFG_INTERNAL_AUTH_SECRET"]
 
 
 def test_rolling_restart_is_gated_by_readiness(
