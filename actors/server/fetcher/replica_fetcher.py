@@ -152,6 +152,8 @@ class PartitionFetchState:
     lag: int = 0
     # Whether ``lag`` comes from a response (Kafka: a partition without lag stats is not in sync).
     lag_known: bool = False
+    # The leader's HW in the last response: the lag is measured against it (Kafka's fetcher lag).
+    leader_high_watermark: int = -1
 
     def ready(self, now_ms: int) -> bool:
         return self.delayed_until_ms is None or self.delayed_until_ms <= now_ms
@@ -664,6 +666,7 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             self.bytes_total += len(data.records)
             if self.quota.is_throttled(state.tp):
                 self.quota.record(len(data.records), ctx.now_ms)
+            state.leader_high_watermark = data.high_watermark
             state.lag = max(0, data.high_watermark - state.fetch_offset)
             state.lag_known = True
             self._ask_partition(
@@ -698,7 +701,11 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             state.log_start_offset = reply.log_start_offset
             if reply.log_end_offset > state.fetch_offset:
                 state.fetch_offset = reply.log_end_offset
-                state.lag = max(0, reply.high_watermark - state.fetch_offset)
+                # Kafka: the leader's HW (from the response) less the next fetch offset; the local
+                # HW would say 0 for a follower far behind (it is capped by the local log end).
+                state.lag = max(
+                    0, max(state.leader_high_watermark, reply.high_watermark) - state.fetch_offset
+                )
                 # Round-robin: a partition that just got data goes to the back of the line.
                 self.partitions[tp] = self.partitions.pop(tp)
         self._end_round(ctx)
