@@ -86,7 +86,7 @@ def collect_node(system: ActorSystem, coordinator: CoordinatorStatistics | None)
     controller: ControllerStatistics | None = None
     for _, actor in system.actor_instances():
         if isinstance(actor, BrokerActor):
-            broker = actor.statistics()
+            broker = actor.statistics(now_ms=system.clock.now_ms())
         elif isinstance(actor, ControllerActor):
             controller = actor.statistics()
         elif isinstance(actor, PartitionActor):
@@ -121,6 +121,7 @@ def broker_metric_families(system: ActorSystem, snapshot: NodeSnapshot) -> list[
     families += _propagation_families(snapshot.broker)
     families += _partition_families(snapshot.partitions)
     families += _fetcher_families(snapshot.fetchers)
+    families += _replication_quota_families(snapshot.broker)
     families += _topic_families(snapshot.partitions)
     families += _request_families(snapshot)
     families += _zookeeper_families(snapshot)
@@ -141,6 +142,7 @@ def _replica_manager_families(snapshot: NodeSnapshot) -> list[Metric]:
         "kafka_server_replicamanager_underreplicatedpartitions": sum(p.under_replicated for p in led),
         "kafka_server_replicamanager_underminisrpartitioncount": sum(p.under_min_isr for p in led),
         "kafka_server_replicamanager_atminisrpartitioncount": sum(p.at_min_isr for p in led),
+        "kafka_server_replicamanager_reassigningpartitions": sum(p.reassigning for p in led),
         "kafka_server_replicamanager_partitioncount": len(snapshot.partitions),
         "kafka_server_replicamanager_leadercount": len(led),
         "kafka_log_logmanager_offlinelogdirectorycount": (
@@ -233,6 +235,22 @@ def _fetcher_families(fetchers: list[FetcherStatistics]) -> list[Metric]:
     return [max_lag, failed, consumer_lag, bytes_total, requests_total]
 
 
+def _replication_quota_families(broker: BrokerStatistics | None) -> list[Metric]:
+    leader_rate = _gauge("kafka_server_leaderreplication_byte_rate")
+    leader_rate.add_metric([], broker.leader_replication_byte_rate if broker is not None else 0.0)
+    follower_rate = _gauge("kafka_server_followerreplication_byte_rate")
+    follower_rate.add_metric([], broker.follower_replication_byte_rate if broker is not None else 0.0)
+    leader_time = _counter("kafka_server_leaderreplication_throttle_time_seconds_total")
+    leader_time.add_metric(
+        [], broker.leader_replication_throttle_time_ms / 1000 if broker is not None else 0.0
+    )
+    follower_time = _counter("kafka_server_followerreplication_throttle_time_seconds_total")
+    follower_time.add_metric(
+        [], broker.follower_replication_throttle_time_ms / 1000 if broker is not None else 0.0
+    )
+    return [leader_rate, follower_rate, leader_time, follower_time]
+
+
 def _topic_families(partitions: list[PartitionStatistics]) -> list[Metric]:
     counters: dict[str, Callable[[PartitionStatistics], int]] = {
         "kafka_server_brokertopicmetrics_bytesin_total": lambda p: p.bytes_in_total,
@@ -240,6 +258,10 @@ def _topic_families(partitions: list[PartitionStatistics]) -> list[Metric]:
         "kafka_server_brokertopicmetrics_messagesin_total": lambda p: p.messages_in_total,
         "kafka_server_brokertopicmetrics_replicationbytesin_total": lambda p: p.replication_bytes_in_total,
         "kafka_server_brokertopicmetrics_replicationbytesout_total": lambda p: p.replication_bytes_out_total,
+        "kafka_server_brokertopicmetrics_reassignmentbytesin_total": lambda p: p.reassignment_bytes_in_total,
+        "kafka_server_brokertopicmetrics_reassignmentbytesout_total": lambda p: (
+            p.reassignment_bytes_out_total
+        ),
         "kafka_server_brokertopicmetrics_totalproducerequests_total": lambda p: p.produce_requests_total,
         "kafka_server_brokertopicmetrics_failedproducerequests_total": lambda p: (
             p.failed_produce_requests_total

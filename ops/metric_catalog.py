@@ -64,6 +64,8 @@ CATALOG: tuple[MetricSpec, ...] = (
                "Partitions led by this broker whose ISR is below min.insync.replicas."),
     MetricSpec("kafka_server_replicamanager_atminisrpartitioncount", G,
                "Partitions led by this broker whose ISR equals min.insync.replicas."),
+    MetricSpec("kafka_server_replicamanager_reassigningpartitions", G,
+               "Partitions led by this broker that are being reassigned (ReassigningPartitions, KIP-455)."),
     MetricSpec("kafka_server_replicamanager_partitioncount", G, "Partitions hosted by this broker."),
     MetricSpec("kafka_server_replicamanager_leadercount", G, "Partitions led by this broker."),
     MetricSpec("kafka_log_logmanager_offlinelogdirectorycount", G,
@@ -114,6 +116,19 @@ CATALOG: tuple[MetricSpec, ...] = (
                "Record bytes fetched by replica fetchers, by source broker.", ("clientId", "source_broker")),
     MetricSpec("kafka_server_fetcherstats_requests_total", C,
                "Fetch requests sent by replica fetchers, by source broker.", ("clientId", "source_broker")),
+    # --- Replication quotas (kafka.server:type=LeaderReplication / FollowerReplication) ---------
+    MetricSpec("kafka_server_leaderreplication_byte_rate", G,
+               "Bytes/s this leader sent for throttled partitions (leader.replication.throttled."
+               "replicas), over the quota's 11 one-second windows (byte-rate)."),
+    MetricSpec("kafka_server_followerreplication_byte_rate", G,
+               "Bytes/s this broker fetched as a follower for throttled partitions (follower."
+               "replication.throttled.replicas), over the quota's 11 one-second windows (byte-rate)."),
+    MetricSpec("kafka_server_leaderreplication_throttle_time_seconds_total", C,
+               "Time the leader replication quota was found exceeded, holding back out-of-sync "
+               "replicas of throttled partitions (not a Kafka metric)."),
+    MetricSpec("kafka_server_followerreplication_throttle_time_seconds_total", C,
+               "Time the follower replication quota was found exceeded, keeping out-of-sync throttled "
+               "partitions out of fetches (not a Kafka metric)."),
     # --- Broker topic metrics ------------------------------------------------------------------
     MetricSpec("kafka_server_brokertopicmetrics_bytesin_total", C, "Bytes appended by producers.", ("topic",)),
     MetricSpec("kafka_server_brokertopicmetrics_bytesout_total", C, "Bytes returned to consumers.", ("topic",)),
@@ -122,6 +137,12 @@ CATALOG: tuple[MetricSpec, ...] = (
                "Bytes appended by this broker as a follower.", ("topic",)),
     MetricSpec("kafka_server_brokertopicmetrics_replicationbytesout_total", C,
                "Bytes served to followers.", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_reassignmentbytesin_total", C,
+               "Bytes appended by this broker as a replica being added by a reassignment "
+               "(ReassignmentBytesInPerSec).", ("topic",)),
+    MetricSpec("kafka_server_brokertopicmetrics_reassignmentbytesout_total", C,
+               "Bytes served to replicas being added by a reassignment (ReassignmentBytesOutPerSec).",
+               ("topic",)),
     MetricSpec("kafka_server_brokertopicmetrics_totalproducerequests_total", C,
                "Produce requests per topic.", ("topic",)),
     MetricSpec("kafka_server_brokertopicmetrics_failedproducerequests_total", C,
