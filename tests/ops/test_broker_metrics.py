@@ -9,6 +9,12 @@ from prometheus_client import REGISTRY, CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from actors.common.errors import ErrorCode
+from actors.common.names import controller_ref
+from actors.common.protocol import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartition,
+)
 from actors.common.types import TopicPartition
 from ops.broker_metrics import broker_metric_families, collect_node
 from ops.metric_catalog import CATALOG, metric_names
@@ -144,3 +150,42 @@ async def test_repairs_made_while_loading_the_log_dir_are_counted() -> None:
         assert after["checkpoint_rebuilt"] == 1.0
         assert after["records_missing"] == 0.0
         assert exposition(cluster, 2)["kafka_log_recovery_truncated_bytes_total"] == [({}, 0.0)]
+
+
+@pytest.mark.asyncio
+async def test_a_reassignment_is_counted_by_its_leader_and_its_bytes_by_both_ends() -> None:
+    cluster = InProcessCluster(config_overrides={"replica_lag_time_max_ms": 1_000})
+    async with cluster:
+        await cluster.start_brokers(1, 2, 3)
+        await cluster.create_topic(TP.topic, {0: (2,)})
+        produced = await cluster.complete(cluster.produce(2, TP, batch(b"a", b"b"), acks=1))
+        assert produced.partitions[0].error_code is ErrorCode.NONE
+        cut = cluster.cut(3, 2)  # the new replica cannot fetch yet
+        request = AlterPartitionReassignmentsRequest(
+            partitions=(ReassignablePartition(topic=TP.topic, partition=0, replicas=(2, 3)),)
+        )
+        response = await cluster.complete(
+            cluster.client_node.ask(controller_ref(1), request, timeout_ms=10_000)
+        )
+        assert isinstance(response, AlterPartitionReassignmentsResponse)
+        assert [r.error_code for r in response.results] == [ErrorCode.NONE]
+        await cluster.advance(1_000)
+        leader = exposition(cluster, 2)
+        assert _value(leader, "kafka_server_replicamanager_reassigningpartitions") == 1
+        assert _value(leader, "kafka_server_replicamanager_underreplicatedpartitions") == 0  # KIP-352
+        cluster.heal(cut)
+        await cluster.wait_for(lambda: cluster.assignment(TP) == (2, 3), within_ms=30_000)
+        await cluster.wait_for(lambda: not cluster.partition(2, TP).statistics().reassigning, within_ms=5_000)
+        leader, follower = exposition(cluster, 2), exposition(cluster, 3)
+    assert _value(leader, "kafka_server_replicamanager_reassigningpartitions") == 0
+    served = _value(leader, "kafka_server_brokertopicmetrics_reassignmentbytesout_total", topic=TP.topic)
+    fetched = _value(follower, "kafka_server_brokertopicmetrics_reassignmentbytesin_total", topic=TP.topic)
+    assert served == fetched > 0
+    assert (
+        _value(follower, "kafka_server_brokertopicmetrics_replicationbytesin_total", topic=TP.topic)
+        == fetched
+    )
+
+
+def _value(samples: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
+    return next(v for lbls, v in samples[name] if all(lbls.get(k) == x for k, x in labels.items()))
