@@ -52,6 +52,15 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "cluster": ("ops.cli.cluster", "run a local cluster (cluster up)"),
     "broker": ("ops.broker_main", "run one broker process (broker start --config FILE)"),
     "topics": ("ops.cli.topics", "create, describe, list, alter and delete topics"),
+    "configs": (
+        "ops.cli.configs",
+        "describe and alter dynamic broker and topic configs (replication throttles)",
+    ),
+    "reassign-partitions": (
+        "ops.cli.reassign_partitions",
+        "move partition replicas between brokers (generate, execute, verify, cancel, list)",
+    ),
+    "leader-election": ("ops.cli.leader_election", "elect preferred or unclean leaders of partitions"),
     "produce": ("ops.cli.console_producer", "console producer: lines from stdin to a topic"),
     "consume": ("ops.cli.console_consumer", "console consumer: records from a topic to stdout"),
     "perf": ("ops.cli.perf", "producer and consumer performance tools (perf produce|consume)"),
@@ -67,7 +76,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
 
 # Tools that talk to a cluster (or read files) and start no processes of their own: the stop
 # signals and the log output are handled here for them (module docstring).
-CLIENT_TOOLS: Final = frozenset({"topics", "produce", "consume", "perf", "dump-log"})
+CLIENT_TOOLS: Final = frozenset(
+    {"topics", "configs", "reassign-partitions", "leader-election", "produce", "consume", "perf", "dump-log"}
+)
 
 _STOP_SIGNALS: Final = (signal.SIGINT, signal.SIGTERM)
 # From the first stop signal to the end of the process at the latest, flushing stdout included:
