@@ -280,7 +280,9 @@ async def run_broker(
             )
             metrics.add_collector(
                 lambda: broker_metric_families(
-                    node.system, collect_node(node.system, coordinator.statistics())
+                    node.system,
+                    collect_node(node.system, coordinator.statistics()),
+                    partition_level=settings.metrics_partition_level,
                 )
             )
             _log.info("broker %d started", config.broker_id)

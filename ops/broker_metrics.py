@@ -8,12 +8,18 @@ pre-initialised, and per-partition and per-topic series appear as soon as the pa
 Aggregations follow Kafka's definitions: replica-manager gauges count partitions *led* by this
 broker; per-partition gauges are 0 on followers; ISR shrink/expand counters sum the partitions'
 counters (partitions hosted now; a deleted partition's history leaves with it, as in Kafka).
+
+``metrics.partition.level`` (``PartitionLevel``) bounds the cardinality of the per-partition
+families (the catalogue's specs labelled ``partition``): ``partition`` exports them as above;
+``topic`` folds each family's series per topic (and its other labels), the partition label dropped,
+summed or maxed as ``TOPIC_AGGREGATION`` says; ``none`` leaves those families out (no HELP, no
+series). Broker-level totals and the per-topic counters are exported at every level.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
@@ -22,7 +28,7 @@ from actors.server.broker import BrokerActor, BrokerStatistics
 from actors.server.fetcher.replica_fetcher import FetcherStatistics, ReplicaFetcherActor
 from actors.server.replica.partition import PartitionActor, PartitionStatistics
 from actors.server.replica.partition_state import Role
-from ops.metric_catalog import CATALOG, MetricSpec, MetricType
+from ops.metric_catalog import CATALOG, TOPIC_AGGREGATION, MetricSpec, MetricType, PartitionLevel, labels_at
 from runtime.coordination.base import CoordinatorStatistics
 from runtime.histogram import (
     LATENCY_BUCKETS_SECONDS,
@@ -115,12 +121,15 @@ def _histogram(name: str, series: Iterable[tuple[list[str], HistogramSnapshot]])
     return histogram_family(spec.family, spec.help, list(spec.labels), series)
 
 
-def broker_metric_families(system: ActorSystem, snapshot: NodeSnapshot) -> list[Metric]:
+def broker_metric_families(
+    system: ActorSystem, snapshot: NodeSnapshot, *, partition_level: PartitionLevel = PartitionLevel.PARTITION
+) -> list[Metric]:
+    """Every family; the per-partition ones at ``partition_level`` (``metrics.partition.level``)."""
     families: list[Metric] = []
     families += _replica_manager_families(snapshot)
     families += _propagation_families(snapshot.broker)
-    families += _partition_families(snapshot.partitions)
-    families += _fetcher_families(snapshot.fetchers)
+    families += _partition_families(snapshot.partitions, partition_level)
+    families += _fetcher_families(snapshot.fetchers, partition_level)
     families += _replication_quota_families(snapshot.broker)
     families += _topic_families(snapshot.partitions)
     families += _request_families(snapshot)
@@ -185,7 +194,7 @@ def _propagation_families(broker: BrokerStatistics | None) -> list[Metric]:
     ]
 
 
-def _partition_families(partitions: list[PartitionStatistics]) -> list[Metric]:
+def _partition_families(partitions: list[PartitionStatistics], level: PartitionLevel) -> list[Metric]:
     values: dict[str, Callable[[PartitionStatistics], float]] = {
         "kafka_cluster_partition_underreplicated": lambda p: float(p.under_replicated),
         "kafka_cluster_partition_underminisr": lambda p: float(p.under_min_isr),
@@ -203,27 +212,50 @@ def _partition_families(partitions: list[PartitionStatistics]) -> list[Metric]:
     }
     families: list[Metric] = []
     for name, value in values.items():
-        family = _gauge(name)
-        for partition in partitions:
-            family.add_metric([partition.tp.topic, str(partition.tp.partition)], value(partition))
-        families.append(family)
+        rows = [((p.tp.topic, str(p.tp.partition)), float(value(p))) for p in partitions]
+        families += _per_partition(name, rows, level)
     return families
 
 
-def _fetcher_families(fetchers: list[FetcherStatistics]) -> list[Metric]:
+def _per_partition(
+    name: str, rows: Iterable[tuple[Sequence[str], float]], level: PartitionLevel
+) -> list[Metric]:
+    """A per-partition gauge family at ``level``: one series per partition, folded per topic (the
+    partition label dropped; summed or maxed as ``TOPIC_AGGREGATION`` says), or none at all."""
+    spec = _SPECS[name]
+    labels = labels_at(spec, level)
+    if labels is None:
+        return []
+    family = _gauge(name, list(labels))
+    if level is PartitionLevel.PARTITION:
+        for label_values, value in rows:
+            family.add_metric(list(label_values), value)
+        return [family]
+    dropped = spec.labels.index("partition")
+    folded: dict[tuple[str, ...], list[float]] = {}
+    for label_values, value in rows:
+        key = tuple(v for i, v in enumerate(label_values) if i != dropped)
+        folded.setdefault(key, []).append(value)
+    summed = TOPIC_AGGREGATION[name] == "sum"
+    for key, numbers in sorted(folded.items()):
+        family.add_metric(list(key), sum(numbers) if summed else max(numbers))
+    return [family]
+
+
+def _fetcher_families(fetchers: list[FetcherStatistics], level: PartitionLevel) -> list[Metric]:
     max_lag = _gauge("kafka_server_replicafetchermanager_maxlag")
     max_lag.add_metric([FETCHER_CLIENT_ID], max((f.max_lag for f in fetchers), default=0))
     failed = _gauge("kafka_server_replicafetchermanager_failedpartitionscount")
     failed.add_metric([FETCHER_CLIENT_ID], sum(f.failed_partitions for f in fetchers))
-    consumer_lag = _gauge("kafka_server_fetcherlagmetrics_consumerlag")
+    lags: list[tuple[Sequence[str], float]] = []
     bytes_total = _counter("kafka_server_fetcherstats_bytes_total")
     requests_total = _counter("kafka_server_fetcherstats_requests_total")
     per_source: dict[int, tuple[int, int]] = defaultdict(lambda: (0, 0))
     for fetcher in fetchers:
-        for partition in fetcher.partitions:
-            consumer_lag.add_metric(
-                [FETCHER_CLIENT_ID, partition.tp.topic, str(partition.tp.partition)], partition.lag
-            )
+        lags += [
+            ((FETCHER_CLIENT_ID, partition.tp.topic, str(partition.tp.partition)), float(partition.lag))
+            for partition in fetcher.partitions
+        ]
         fetched, requests = per_source[fetcher.source_broker_id]
         per_source[fetcher.source_broker_id] = (
             fetched + fetcher.bytes_total,
@@ -232,7 +264,8 @@ def _fetcher_families(fetchers: list[FetcherStatistics]) -> list[Metric]:
     for source, (fetched, requests) in sorted(per_source.items()):
         bytes_total.add_metric([FETCHER_CLIENT_ID, str(source)], fetched)
         requests_total.add_metric([FETCHER_CLIENT_ID, str(source)], requests)
-    return [max_lag, failed, consumer_lag, bytes_total, requests_total]
+    consumer_lag = _per_partition("kafka_server_fetcherlagmetrics_consumerlag", lags, level)
+    return [max_lag, failed, *consumer_lag, bytes_total, requests_total]
 
 
 def _replication_quota_families(broker: BrokerStatistics | None) -> list[Metric]:

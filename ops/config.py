@@ -34,7 +34,9 @@ authenticates its clients with SASL), the TLS keys of an HTTPS or SASL_SSL liste
 ``ssl.endpoint.identification.algorithm``: ``ops.tls``),
 ``log.dirs`` (one directory), ``zookeeper.connect`` (``host:port[,host:port...][/chroot]``),
 ``internal.auth.secret``, ``broker.rack``, ``socket.request.max.bytes``, ``metrics.snapshot.dir``,
-``metrics.snapshot.interval.ms``, ``cluster.id``, and the ZooKeeper security keys
+``metrics.snapshot.interval.ms``, ``metrics.partition.level`` (``partition``, the default, ``topic``
+or ``none``: how the per-partition metric families are exported, ``ops/broker_metrics.py``),
+``cluster.id``, and the ZooKeeper security keys
 ``zookeeper.set.acl``, ``zookeeper.digest.username``, ``zookeeper.digest.password`` (read by
 ``ops.zk_security``).
 """
@@ -55,6 +57,7 @@ from typing import Final
 from actors.common.client_protocol import ConfigSource, DescribeConfigsEntry
 from actors.server.config import BrokerConfig
 from actors.server.zk_data import KAFKA_LISTENER_NAME
+from ops.metric_catalog import PartitionLevel
 from ops.properties import ConfigError, parse_properties
 from ops.tls import BROKER_SSL_KEYS, SSL_KEYSTORE_PASSWORD, client_context, server_context
 from ops.zk_security import ZK_DIGEST_PASSWORD, ZK_SECURITY_KEYS, zk_security
@@ -129,6 +132,7 @@ class BrokerSettings:
     metrics_snapshot_dir: str | None
     metrics_snapshot_interval_ms: int
     cluster_id: str | None
+    metrics_partition_level: PartitionLevel = PartitionLevel.PARTITION
     properties: Mapping[str, str]
     zookeeper_security: ZkSecurity
     # An HTTPS listener's: the server's (keystore) and the one this broker verifies peers with.
@@ -193,6 +197,7 @@ _OTHER_KEYS: Final = frozenset(
         "request.body.timeout.ms",
         "metrics.snapshot.dir",
         "metrics.snapshot.interval.ms",
+        "metrics.partition.level",
         "cluster.id",
         *ZK_SECURITY_KEYS,
         *BROKER_SSL_KEYS,
@@ -359,6 +364,7 @@ def settings_from_properties(properties: Mapping[str, str]) -> BrokerSettings:
         metrics_snapshot_dir=properties.get("metrics.snapshot.dir") or None,
         metrics_snapshot_interval_ms=_int(properties, "metrics.snapshot.interval.ms", 60_000, minimum=1000),
         cluster_id=properties.get("cluster.id") or None,
+        metrics_partition_level=_partition_level(properties),
         properties=dict(properties),
         zookeeper_security=zookeeper_security,
         server_ssl_context=server_ssl,
@@ -395,6 +401,15 @@ def _ssl_contexts(
         client_context(properties)  # unused without HTTPS peers, but a bad truststore is still named
         return None, None, kafka_context
     return server_context(properties), client_context(properties), kafka_context
+
+
+def _partition_level(properties: Mapping[str, str]) -> PartitionLevel:
+    raw = properties.get("metrics.partition.level", PartitionLevel.PARTITION.value)
+    try:
+        return PartitionLevel(raw.strip().lower())
+    except ValueError:
+        choices = ", ".join(level.value for level in PartitionLevel)
+        raise ConfigError(f"metrics.partition.level must be one of {choices}, got {raw!r}") from None
 
 
 def _reject_unknown_keys(properties: Mapping[str, str]) -> None:

@@ -15,9 +15,19 @@ values), so panels and alerts never see "no data" for a metric that simply has n
 from __future__ import annotations
 
 import enum
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final, Literal
 
-__all__ = ["CATALOG", "MetricSpec", "MetricType", "metric_names"]
+__all__ = [
+    "CATALOG",
+    "TOPIC_AGGREGATION",
+    "MetricSpec",
+    "MetricType",
+    "PartitionLevel",
+    "labels_at",
+    "metric_names",
+]
 
 
 class MetricType(enum.Enum):
@@ -208,6 +218,51 @@ CATALOG: tuple[MetricSpec, ...] = (
 
 _BY_NAME = {spec.name: spec for spec in CATALOG}
 assert len(_BY_NAME) == len(CATALOG), "duplicate metric names in the catalogue"
+
+
+class PartitionLevel(enum.Enum):
+    """``metrics.partition.level``: how a broker exports its per-partition families (those labelled
+    ``partition``). Thousands of partitions make thousands of series per family per broker; a
+    cluster that cannot afford them folds them per topic or drops them. Broker-level totals
+    (``kafka_server_replicamanager_*``, per-topic counters...) are exported at every level."""
+
+    PARTITION = "partition"  # one series per partition (the default, Kafka's)
+    TOPIC = "topic"  # one series per topic: the partition label dropped, values folded (below)
+    NONE = "none"  # not exported at all
+
+
+# metrics.partition.level=topic: how each per-partition family folds its partitions per topic (and
+# per the family's other labels). "sum" where the values add up to something meaningful: counts of
+# partitions in a state (under-replicated...), ISR and replica counts (their difference is the
+# topic's missing replicas), bytes and segments, and offsets (a rate of the summed log end offsets
+# is the topic's append rate on that broker). "max" where a sum means nothing: a leader epoch, and a
+# follower's lag (the topic's worst partition, as Kafka's MaxLag is the broker's worst).
+TOPIC_AGGREGATION: Final[Mapping[str, Literal["sum", "max"]]] = {
+    "kafka_cluster_partition_underreplicated": "sum",
+    "kafka_cluster_partition_underminisr": "sum",
+    "kafka_cluster_partition_atminisr": "sum",
+    "kafka_cluster_partition_insyncreplicascount": "sum",
+    "kafka_cluster_partition_replicascount": "sum",
+    "kafka_cluster_partition_leaderepoch": "max",
+    "kafka_log_log_size": "sum",
+    "kafka_log_log_logendoffset": "sum",
+    "kafka_log_log_logstartoffset": "sum",
+    "kafka_log_log_highwatermark": "sum",
+    "kafka_log_log_numlogsegments": "sum",
+    "kafka_server_fetcherlagmetrics_consumerlag": "max",
+}
+assert set(TOPIC_AGGREGATION) == {spec.name for spec in CATALOG if "partition" in spec.labels}, (
+    "every per-partition family says how metrics.partition.level=topic folds it"
+)
+
+
+def labels_at(spec: MetricSpec, level: PartitionLevel) -> tuple[str, ...] | None:
+    """The labels ``spec`` is exported with at ``level``; None when it is not exported there."""
+    if "partition" not in spec.labels or level is PartitionLevel.PARTITION:
+        return spec.labels
+    if level is PartitionLevel.NONE:
+        return None
+    return tuple(label for label in spec.labels if label != "partition")
 
 
 def metric_names() -> frozenset[str]:
