@@ -11,10 +11,13 @@ network, no cluster.
 from __future__ import annotations
 
 import base64
+import json
+import os
 import re
 import shutil
 import subprocess
-from collections.abc import Callable, Iterator, Mapping
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -123,6 +126,7 @@ class PodIdentity:
     name: str
     namespace: str
     labels: Mapping[str, str]
+    node_name: str = "node-0"  # spec.nodeName: the node the scheduler put it on
 
 
 def _field_ref(path: str, pod: PodIdentity) -> str:
@@ -130,6 +134,8 @@ def _field_ref(path: str, pod: PodIdentity) -> str:
         return pod.name
     if path == "metadata.namespace":
         return pod.namespace
+    if path == "spec.nodeName":
+        return pod.node_name
     match = re.fullmatch(r"metadata\.labels\['([^']+)'\]", path)
     if match:
         # Kubernetes resolves a missing label to an empty string.
@@ -264,6 +270,8 @@ def pod_files(workload: Doc, docs: list[Doc], root: Path, secret: Callable[[str]
             data = {key: str(value).encode() for key, value in config_map.get("data", {}).items()}
         elif "secret" in volume:
             data = dict(secret(volume["secret"]["secretName"]))
+        elif "projected" in volume:
+            data = _projected(volume["projected"], docs)
         else:
             assert {"emptyDir", "persistentVolumeClaim"} & set(volume), (
                 f"volume {volume['name']} not reproduced"
@@ -280,6 +288,77 @@ def pod_files(workload: Doc, docs: list[Doc], root: Path, secret: Callable[[str]
             entries.append((mount["mountPath"], directories[mount["name"]]))
         mounts[container["name"]] = tuple(sorted(entries, key=lambda entry: -len(entry[0])))
     return PodFiles(root, mounts)
+
+
+# What the kubelet projects from cluster-provided sources (no rendered object holds them).
+PROJECTED_TOKEN = b"service-account-token-for-tests"
+CLUSTER_CONFIG_MAPS = {"kube-root-ca.crt": {"ca.crt": b"-----BEGIN CERTIFICATE-----\ncluster CA\n"}}
+
+
+def _projected(projected: Doc, docs: list[Doc]) -> dict[str, bytes]:
+    """A projected volume's files: a service account token (a stand-in), ConfigMap keys (rendered,
+    or the cluster's own ``kube-root-ca.crt``)."""
+    files: dict[str, bytes] = {}
+    for source in projected["sources"]:
+        if "serviceAccountToken" in source:
+            files[source["serviceAccountToken"]["path"]] = PROJECTED_TOKEN
+        elif "configMap" in source:
+            name = source["configMap"]["name"]
+            if name in CLUSTER_CONFIG_MAPS:
+                data = CLUSTER_CONFIG_MAPS[name]
+            else:
+                data = {k: str(v).encode() for k, v in named(docs, "ConfigMap", name).get("data", {}).items()}
+            files.update(_volume_items({"configMap": source["configMap"], "name": name}, data))
+        else:
+            raise AssertionError(f"projected source {sorted(source)} is not reproduced by these tests")
+    return files
+
+
+def fake_node(name: str) -> Doc:
+    """The Node object the stand-in API serves for ``name``: its zone label is ``zone-<last part of
+    the name>`` (node-2 → zone-2), so each test pod's rack is known in advance."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Node",
+        "metadata": {
+            "name": name,
+            "labels": {"kubernetes.io/hostname": name, ZONE_LABEL: f"zone-{name.rpartition('-')[2]}"},
+        },
+    }
+
+
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+
+def fake_kubernetes_api(root: Path, nodes: Iterable[str | Doc]) -> str:
+    """A stand-in Kubernetes API for ``GET /api/v1/nodes/<name>``: the Node objects as files under
+    ``root``, whose ``file:`` URL is returned (what a container gets as ``KUBERNETES_API_URL``)."""
+    for node in nodes:
+        document = fake_node(node) if isinstance(node, str) else node
+        path = root / "api" / "v1" / "nodes" / document["metadata"]["name"]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(document), encoding="utf-8")
+    return root.as_uri()
+
+
+def run_container(
+    container: Doc, env: Mapping[str, str], files: PodFiles, *, extra_env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A container's command run here (``python`` as this interpreter), its arguments' and
+    environment's paths pointing at the pod's files."""
+    name = container["name"]
+    argv = [files.localize(name, part) for part in command_line(container, env)]
+    if argv[0] == "python":
+        argv[0] = sys.executable
+    localized = {key: files.localize(name, value) for key, value in env.items()}
+    return subprocess.run(
+        argv,
+        env={**localized, **(extra_env or {}), "PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=False,
+    )
 
 
 def rendered_secret(docs: list[Doc], name: str) -> SecretData | None:
