@@ -12,10 +12,17 @@ configuration is loaded by the real loader from what it wrote.
 
 from __future__ import annotations
 
+import http.server
+import json
+import shutil
+import ssl
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from ops.local.tls_certs import LocalCertificates
 from ops.properties import parse_properties
 from tests.k8s import manifests
 from tests.k8s.manifests import ZONE_LABEL, Doc, PodIdentity
@@ -219,3 +226,95 @@ def test_each_pod_reads_its_own_node(tmp_path: Path) -> None:
         )
         assert done.returncode == 0, done.stderr
         assert parse_properties((tmp_path / node / "o").read_text())["broker.rack"] == f"zone-{node[-1]}"
+
+
+# --- the in-cluster path: HTTPS, the service account's token and the cluster's CA ----------------
+
+
+class _NodeApi(http.server.BaseHTTPRequestHandler):
+    """GET /api/v1/nodes/node-7 with the expected bearer token → the Node; anything else → 403/404."""
+
+    token = "a-service-account-token"
+
+    def do_GET(self) -> None:
+        if self.headers.get("Authorization") != f"Bearer {self.token}":
+            self.send_error(403, "Forbidden")
+            return
+        if self.path != "/api/v1/nodes/node-7":
+            self.send_error(404, "Not Found")
+            return
+        body = json.dumps(node_with({ZONE_LABEL: "zone-https"})).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - http.server's name
+        pass
+
+
+@pytest.fixture(scope="module")
+def https_api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[int, LocalCertificates]]:
+    if shutil.which("openssl") is None:
+        pytest.skip("needs the openssl command to make the stand-in API server's certificate")
+    certificates = LocalCertificates(tmp_path_factory.mktemp("api-tls"))
+    certificates.ensure([1])
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certificates.keystore_path(1))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _NodeApi)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1], certificates
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def run_in_cluster(tmp_path: Path, port: int, ca: bytes, token: str) -> tuple[int, str, Path]:
+    account = tmp_path / "serviceaccount"
+    account.mkdir(parents=True)
+    (account / "token").write_text(token + "\n")
+    (account / "ca.crt").write_bytes(ca)
+    (tmp_path / "server.properties").write_text("num.partitions=3\n")
+    out = tmp_path / "server.out.properties"
+    env = {
+        "NODE_NAME": "node-7",
+        "CONFIG_TEMPLATE": str(tmp_path / "server.properties"),
+        "CONFIG_OUT": str(out),
+        "SERVICE_ACCOUNT_DIR": str(account),
+        # What the kubelet gives every container (the API's Service address).
+        "KUBERNETES_SERVICE_HOST": "127.0.0.1",
+        "KUBERNETES_SERVICE_PORT": str(port),
+    }
+    init: Doc = {"name": "rack", "command": ["python", str(SCRIPT)]}
+    done = manifests.run_container(init, env, manifests.PodFiles(tmp_path, {"rack": ()}))
+    return done.returncode, done.stderr, out
+
+
+def test_in_the_cluster_it_asks_the_api_over_verified_https_with_its_token(
+    tmp_path: Path, https_api: tuple[int, LocalCertificates]
+) -> None:
+    port, certificates = https_api
+    code, stderr, out = run_in_cluster(tmp_path, port, certificates.ca_path.read_bytes(), _NodeApi.token)
+    assert code == 0, stderr
+    assert parse_properties(out.read_text())["broker.rack"] == "zone-https"
+
+
+def test_a_refused_token_or_an_unknown_ca_stops_the_pod_with_one_line(
+    tmp_path: Path, https_api: tuple[int, LocalCertificates]
+) -> None:
+    port, certificates = https_api
+    code, stderr, _ = run_in_cluster(tmp_path / "a", port, certificates.ca_path.read_bytes(), "stolen")
+    assert code == 1
+    assert len(stderr.splitlines()) == 1
+    assert "HTTP 403" in stderr
+    other = LocalCertificates(tmp_path / "other-ca")
+    other.ensure([])
+    code, stderr, _ = run_in_cluster(tmp_path / "b", port, other.ca_path.read_bytes(), _NodeApi.token)
+    assert code == 1
+    assert len(stderr.splitlines()) == 1
+    assert "CERTIFICATE_VERIFY_FAILED" in stderr
