@@ -4,7 +4,8 @@ What this module owns: the mapping, request by request, between Kafka's messages
 and the internal dataclasses of ``actors/common/protocol.py`` and ``client_protocol.py``, asked of the
 same local actors the HTTP client endpoint reaches: the ``broker`` actor for Produce, Fetch,
 ListOffsets, OffsetForLeaderEpoch and Metadata, the ``admin`` actor for CreateTopics, DeleteTopics,
-DescribeConfigs and InitProducerId, and for AlterPartitionReassignments, ListPartitionReassignments and
+DescribeConfigs, AlterConfigs, IncrementalAlterConfigs (topics, and this broker's dynamic configs or
+the cluster default's) and InitProducerId, and for AlterPartitionReassignments, ListPartitionReassignments and
 ElectLeaders, which it relays to the active controller (Kafka's ``KafkaApis``).
 
 Rules kept:
@@ -38,7 +39,10 @@ from typing import Any, Final, TypeVar
 
 from actors.common.client_access import client_request_refusal
 from actors.common.client_protocol import (
+    AlterableConfig,
+    AlterConfigOp,
     ConfigResourceType,
+    ConfigSource,
     CreatableTopic,
     CreateTopicsRequest,
     CreateTopicsResponse,
@@ -47,6 +51,8 @@ from actors.common.client_protocol import (
     DescribeConfigsRequest,
     DescribeConfigsResource,
     DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
     TopicConfigEntry,
@@ -107,6 +113,10 @@ _ATTRIBUTES: Final = struct.Struct(">h")
 _BATCH_LENGTH: Final = struct.Struct(">i")
 
 
+def _unsupported_resource(resource_type: int) -> str:
+    return f"AlterConfigs is only supported for topics and brokers, but resource type is {resource_type}"
+
+
 class CloseConnection(Exception):
     """The request cannot be answered on this connection: the listener closes it."""
 
@@ -149,6 +159,10 @@ class KafkaApis:
                 return await self._delete_topics(request, user)
             case k.DescribeConfigsRequest():
                 return await self._describe_configs(request, user)
+            case k.AlterConfigsRequest():
+                return await self._alter_configs(request, user)
+            case k.IncrementalAlterConfigsRequest():
+                return await self._incremental_alter_configs(request, user)
             case k.ElectLeadersRequest():
                 return await self._elect_leaders(request, user)
             case k.AlterPartitionReassignmentsRequest():
@@ -545,6 +559,129 @@ class KafkaApis:
         return k.DescribeConfigsResponse(
             throttle_time=_NO_THROTTLE, results=tuple(result_of(r) for r in request.resources)
         )
+
+    # ------------------------------------------------------------------------ altering configs
+
+    async def _incremental_alter_configs(
+        self, request: k.IncrementalAlterConfigsRequest, user: str
+    ) -> k.IncrementalAlterConfigsResponse:
+        """Each resource as one internal IncrementalAlterConfigs to the admin actor (SET and DELETE;
+        APPEND and SUBTRACT apply to list configs, which nothing here has: INVALID_REQUEST)."""
+        results = []
+        for resource in request.resources:
+            operations = {int(op) for op in (c.config_operation for c in resource.configs)}
+            unsupported = sorted(operations - {int(AlterConfigOp.SET), int(AlterConfigOp.DELETE)})
+            message: str | None
+            if unsupported:
+                error_code = ErrorCode.INVALID_REQUEST
+                message = f"config operation(s) {unsupported} are not supported: only SET (0) and DELETE (1)"
+            else:
+                changes = tuple(
+                    AlterableConfig(name=c.name, op=AlterConfigOp(int(c.config_operation)), value=c.value)
+                    for c in resource.configs
+                )
+                error_code, message = await self._alter_resource(
+                    int(resource.resource_type), resource.resource_name, changes, request.validate_only, user
+                )
+            results.append(
+                k.IncrementalAlterConfigsResourceResponse(
+                    error_code=k.error(error_code),
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return k.IncrementalAlterConfigsResponse(throttle_time=_NO_THROTTLE, responses=tuple(results))
+
+    async def _alter_configs(self, request: k.AlterConfigsRequest, user: str) -> k.AlterConfigsResponse:
+        """Kafka's older AlterConfigs replaces a resource's dynamic configs with the ones given: the
+        ones set now and not given are deleted (read first with DescribeConfigs)."""
+        results = []
+        for resource in request.resources:
+            given = {c.name: c.value for c in resource.configs}
+            current = await self._dynamic_configs(int(resource.resource_type), resource.resource_name, user)
+            if isinstance(current, tuple):
+                error_code, message = current
+            else:
+                changes = tuple(
+                    AlterableConfig(name=name, op=AlterConfigOp.SET, value=value)
+                    if value is not None
+                    else AlterableConfig(name=name, op=AlterConfigOp.DELETE)
+                    for name, value in given.items()
+                ) + tuple(
+                    AlterableConfig(name=n, op=AlterConfigOp.DELETE) for n in sorted(current - set(given))
+                )
+                error_code, message = await self._alter_resource(
+                    int(resource.resource_type), resource.resource_name, changes, request.validate_only, user
+                )
+            results.append(
+                k.AlterConfigsResourceResponse(
+                    error_code=k.error(error_code),
+                    error_message=message,
+                    resource_type=resource.resource_type,
+                    resource_name=resource.resource_name,
+                )
+            )
+        return k.AlterConfigsResponse(throttle_time=_NO_THROTTLE, responses=tuple(results))
+
+    async def _dynamic_configs(
+        self, resource_type: int, name: str, user: str
+    ) -> set[str] | tuple[ErrorCode, str | None]:
+        """The keys a resource has set dynamically now, or the error that prevents knowing."""
+        if resource_type not in {int(t) for t in ConfigResourceType}:
+            return ErrorCode.INVALID_REQUEST, _unsupported_resource(resource_type)
+        kind = ConfigResourceType(resource_type)
+        source = (
+            ConfigSource.DYNAMIC_TOPIC_CONFIG
+            if kind is ConfigResourceType.TOPIC
+            else ConfigSource.DYNAMIC_BROKER_CONFIG
+            if name
+            else ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+        )
+        try:
+            answer = await self._ask(
+                self.admin,
+                DescribeConfigsRequest(
+                    resources=(DescribeConfigsResource(resource_type=kind, resource_name=name),)
+                ),
+                DescribeConfigsResponse,
+                timeout_ms=self.request_timeout_ms,
+                user=user,
+            )
+        except AskTimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT, "DescribeConfigs timed out"
+        (result,) = answer.results
+        if result.error_code is not ErrorCode.NONE:
+            return result.error_code, result.error_message
+        return {entry.name for entry in result.configs if entry.source is source}
+
+    async def _alter_resource(
+        self,
+        resource_type: int,
+        name: str,
+        changes: tuple[AlterableConfig, ...],
+        validate_only: bool,
+        user: str,
+    ) -> tuple[ErrorCode, str | None]:
+        if resource_type not in {int(t) for t in ConfigResourceType}:
+            return ErrorCode.INVALID_REQUEST, _unsupported_resource(resource_type)
+        internal = IncrementalAlterConfigsRequest(
+            resource_type=ConfigResourceType(resource_type),
+            resource_name=name,
+            configs=changes,
+            validate_only=validate_only,
+        )
+        try:
+            answer = await self._ask(
+                self.admin,
+                internal,
+                IncrementalAlterConfigsResponse,
+                timeout_ms=self.request_timeout_ms,
+                user=user,
+            )
+        except AskTimeoutError:
+            return ErrorCode.REQUEST_TIMED_OUT, "AlterConfigs timed out"
+        return answer.error_code, answer.error_message
 
     # ------------------------------------------------------------------ relayed to the controller
 

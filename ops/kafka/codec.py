@@ -43,6 +43,9 @@ from functools import cache
 from typing import Final
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.alter_configs.v1.request import AlterableConfig as AlterConfigsEntry
+from kio.schema.alter_configs.v1.request import AlterConfigsRequest, AlterConfigsResource
+from kio.schema.alter_configs.v1.response import AlterConfigsResourceResponse, AlterConfigsResponse
 from kio.schema.alter_partition_reassignments.v0.request import (
     AlterPartitionReassignmentsRequest,
     ReassignableTopic,
@@ -81,6 +84,15 @@ from kio.schema.errors import ErrorCode as KafkaErrorCode
 from kio.schema.fetch.v11.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.fetch.v11.response import FetchableTopicResponse, FetchResponse
 from kio.schema.fetch.v11.response import PartitionData as FetchPartitionData
+from kio.schema.incremental_alter_configs.v0.request import AlterableConfig as IncrementalAlterConfigsEntry
+from kio.schema.incremental_alter_configs.v0.request import (
+    AlterConfigsResource as IncrementalAlterConfigsResource,
+)
+from kio.schema.incremental_alter_configs.v0.request import IncrementalAlterConfigsRequest
+from kio.schema.incremental_alter_configs.v0.response import (
+    AlterConfigsResourceResponse as IncrementalAlterConfigsResourceResponse,
+)
+from kio.schema.incremental_alter_configs.v0.response import IncrementalAlterConfigsResponse
 from kio.schema.init_producer_id.v0.request import InitProducerIdRequest
 from kio.schema.init_producer_id.v0.response import InitProducerIdResponse
 from kio.schema.list_offsets.v3.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
@@ -131,6 +143,11 @@ from kio.static.primitive import Records, TZAware, i8, i16, i32, i32Timedelta, i
 
 __all__ = [
     "API_VERSIONS",
+    "AlterConfigsEntry",
+    "AlterConfigsRequest",
+    "AlterConfigsResource",
+    "AlterConfigsResourceResponse",
+    "AlterConfigsResponse",
     "AlterPartitionReassignmentsRequest",
     "AlterPartitionReassignmentsResponse",
     "ApiKey",
@@ -161,6 +178,11 @@ __all__ = [
     "FetchResponse",
     "FetchTopic",
     "FetchableTopicResponse",
+    "IncrementalAlterConfigsEntry",
+    "IncrementalAlterConfigsRequest",
+    "IncrementalAlterConfigsResource",
+    "IncrementalAlterConfigsResourceResponse",
+    "IncrementalAlterConfigsResponse",
     "InitProducerIdRequest",
     "InitProducerIdResponse",
     "KafkaDecodeError",
@@ -239,8 +261,10 @@ class ApiKey:
     INIT_PRODUCER_ID: Final = 22
     OFFSET_FOR_LEADER_EPOCH: Final = 23
     DESCRIBE_CONFIGS: Final = 32
+    ALTER_CONFIGS: Final = 33
     SASL_AUTHENTICATE: Final = 36
     ELECT_LEADERS: Final = 43
+    INCREMENTAL_ALTER_CONFIGS: Final = 44
     ALTER_PARTITION_REASSIGNMENTS: Final = 45
     LIST_PARTITION_REASSIGNMENTS: Final = 46
 
@@ -260,6 +284,8 @@ API_VERSIONS: Final[Mapping[int, tuple[int, int]]] = types.MappingProxyType(
         ApiKey.INIT_PRODUCER_ID: (0, 0),
         ApiKey.OFFSET_FOR_LEADER_EPOCH: (2, 3),
         ApiKey.DESCRIBE_CONFIGS: (1, 1),
+        ApiKey.ALTER_CONFIGS: (0, 1),
+        ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 0),
         ApiKey.SASL_AUTHENTICATE: (0, 1),
         ApiKey.ELECT_LEADERS: (0, 2),
         ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
@@ -278,6 +304,8 @@ Request: typing.TypeAlias = (
     | CreateTopicsRequest
     | DeleteTopicsRequest
     | DescribeConfigsRequest
+    | AlterConfigsRequest
+    | IncrementalAlterConfigsRequest
     | SaslHandshakeRequest
     | SaslAuthenticateRequest
     | ElectLeadersRequest
@@ -295,6 +323,8 @@ Response: typing.TypeAlias = (
     | CreateTopicsResponse
     | DeleteTopicsResponse
     | DescribeConfigsResponse
+    | AlterConfigsResponse
+    | IncrementalAlterConfigsResponse
     | SaslHandshakeResponse
     | SaslAuthenticateResponse
     | ElectLeadersResponse
@@ -312,6 +342,8 @@ _REQUESTS: Final[Mapping[int, type[Request]]] = {
     ApiKey.CREATE_TOPICS: CreateTopicsRequest,
     ApiKey.DELETE_TOPICS: DeleteTopicsRequest,
     ApiKey.DESCRIBE_CONFIGS: DescribeConfigsRequest,
+    ApiKey.ALTER_CONFIGS: AlterConfigsRequest,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: IncrementalAlterConfigsRequest,
     ApiKey.SASL_HANDSHAKE: SaslHandshakeRequest,
     ApiKey.SASL_AUTHENTICATE: SaslAuthenticateRequest,
     ApiKey.ELECT_LEADERS: ElectLeadersRequest,
@@ -329,6 +361,8 @@ _RESPONSES: Final[Mapping[type[Response], int]] = {
     CreateTopicsResponse: ApiKey.CREATE_TOPICS,
     DeleteTopicsResponse: ApiKey.DELETE_TOPICS,
     DescribeConfigsResponse: ApiKey.DESCRIBE_CONFIGS,
+    AlterConfigsResponse: ApiKey.ALTER_CONFIGS,
+    IncrementalAlterConfigsResponse: ApiKey.INCREMENTAL_ALTER_CONFIGS,
     SaslHandshakeResponse: ApiKey.SASL_HANDSHAKE,
     SaslAuthenticateResponse: ApiKey.SASL_AUTHENTICATE,
     ElectLeadersResponse: ApiKey.ELECT_LEADERS,

@@ -24,8 +24,12 @@ import pytest
 with warnings.catch_warnings():
     # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources.read_text.
     warnings.simplefilter("ignore", DeprecationWarning)
+    from kafka.protocol.admin.configs import AlterConfigsRequest as KpAlterConfigsRequest
+    from kafka.protocol.admin.configs import AlterConfigsResponse as KpAlterConfigsResponse
     from kafka.protocol.admin.configs import DescribeConfigsRequest as KpDescribeConfigsRequest
     from kafka.protocol.admin.configs import DescribeConfigsResponse as KpDescribeConfigsResponse
+    from kafka.protocol.admin.configs import IncrementalAlterConfigsRequest as KpIncrementalAlterConfigsRequest
+    from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse as KpIncrementalAlterConfigsResponse
     from kafka.protocol.admin.topics import CreateTopicsRequest as KpCreateTopicsRequest
     from kafka.protocol.admin.topics import CreateTopicsResponse as KpCreateTopicsResponse
     from kafka.protocol.admin.topics import DeleteTopicsRequest as KpDeleteTopicsRequest
@@ -89,6 +93,13 @@ ORACLE: dict[int, tuple[Any, Any, type[Any], type[Any]]] = {
     codec.ApiKey.SASL_AUTHENTICATE: (
         KpSaslAuthenticateRequest, KpSaslAuthenticateResponse,
         codec.SaslAuthenticateRequest, codec.SaslAuthenticateResponse,
+    ),
+    codec.ApiKey.ALTER_CONFIGS: (
+        KpAlterConfigsRequest, KpAlterConfigsResponse, codec.AlterConfigsRequest, codec.AlterConfigsResponse,
+    ),
+    codec.ApiKey.INCREMENTAL_ALTER_CONFIGS: (
+        KpIncrementalAlterConfigsRequest, KpIncrementalAlterConfigsResponse,
+        codec.IncrementalAlterConfigsRequest, codec.IncrementalAlterConfigsResponse,
     ),
 }  # fmt: skip
 SERVED = [
