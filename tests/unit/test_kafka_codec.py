@@ -28,8 +28,12 @@ with warnings.catch_warnings():
     from kafka.protocol.admin.configs import AlterConfigsResponse as KpAlterConfigsResponse
     from kafka.protocol.admin.configs import DescribeConfigsRequest as KpDescribeConfigsRequest
     from kafka.protocol.admin.configs import DescribeConfigsResponse as KpDescribeConfigsResponse
-    from kafka.protocol.admin.configs import IncrementalAlterConfigsRequest as KpIncrementalAlterConfigsRequest
-    from kafka.protocol.admin.configs import IncrementalAlterConfigsResponse as KpIncrementalAlterConfigsResponse
+    from kafka.protocol.admin.configs import (
+        IncrementalAlterConfigsRequest as KpIncrementalAlterConfigsRequest,
+    )
+    from kafka.protocol.admin.configs import (
+        IncrementalAlterConfigsResponse as KpIncrementalAlterConfigsResponse,
+    )
     from kafka.protocol.admin.topics import CreateTopicsRequest as KpCreateTopicsRequest
     from kafka.protocol.admin.topics import CreateTopicsResponse as KpCreateTopicsResponse
     from kafka.protocol.admin.topics import DeleteTopicsRequest as KpDeleteTopicsRequest
