@@ -34,10 +34,24 @@ with warnings.catch_warnings():
     from kafka.protocol.admin.configs import (
         IncrementalAlterConfigsResponse as KpIncrementalAlterConfigsResponse,
     )
+    from kafka.protocol.admin.topics import (
+        AlterPartitionReassignmentsRequest as KpAlterPartitionReassignmentsRequest,
+    )
+    from kafka.protocol.admin.topics import (
+        AlterPartitionReassignmentsResponse as KpAlterPartitionReassignmentsResponse,
+    )
     from kafka.protocol.admin.topics import CreateTopicsRequest as KpCreateTopicsRequest
     from kafka.protocol.admin.topics import CreateTopicsResponse as KpCreateTopicsResponse
     from kafka.protocol.admin.topics import DeleteTopicsRequest as KpDeleteTopicsRequest
     from kafka.protocol.admin.topics import DeleteTopicsResponse as KpDeleteTopicsResponse
+    from kafka.protocol.admin.topics import ElectLeadersRequest as KpElectLeadersRequest
+    from kafka.protocol.admin.topics import ElectLeadersResponse as KpElectLeadersResponse
+    from kafka.protocol.admin.topics import (
+        ListPartitionReassignmentsRequest as KpListPartitionReassignmentsRequest,
+    )
+    from kafka.protocol.admin.topics import (
+        ListPartitionReassignmentsResponse as KpListPartitionReassignmentsResponse,
+    )
     from kafka.protocol.consumer.fetch import FetchRequest as KpFetchRequest
     from kafka.protocol.consumer.fetch import FetchResponse as KpFetchResponse
     from kafka.protocol.consumer.offsets import ListOffsetsRequest as KpListOffsetsRequest
@@ -100,6 +114,17 @@ ORACLE: dict[int, tuple[Any, Any, type[Any], type[Any]]] = {
     ),
     codec.ApiKey.ALTER_CONFIGS: (
         KpAlterConfigsRequest, KpAlterConfigsResponse, codec.AlterConfigsRequest, codec.AlterConfigsResponse,
+    ),
+    codec.ApiKey.ELECT_LEADERS: (
+        KpElectLeadersRequest, KpElectLeadersResponse, codec.ElectLeadersRequest, codec.ElectLeadersResponse,
+    ),
+    codec.ApiKey.ALTER_PARTITION_REASSIGNMENTS: (
+        KpAlterPartitionReassignmentsRequest, KpAlterPartitionReassignmentsResponse,
+        codec.AlterPartitionReassignmentsRequest, codec.AlterPartitionReassignmentsResponse,
+    ),
+    codec.ApiKey.LIST_PARTITION_REASSIGNMENTS: (
+        KpListPartitionReassignmentsRequest, KpListPartitionReassignmentsResponse,
+        codec.ListPartitionReassignmentsRequest, codec.ListPartitionReassignmentsResponse,
     ),
     codec.ApiKey.INCREMENTAL_ALTER_CONFIGS: (
         KpIncrementalAlterConfigsRequest, KpIncrementalAlterConfigsResponse,
