@@ -567,6 +567,12 @@ class ControllerLogic:
         self._replicas_online([(tp, b) for b in brokers for tp in context.partitions_on_broker(b)])
         yield from self.trigger_online_partition_state_change()
         started = set(brokers)
+        for broker_id in brokers:
+            # Logs of replicas removed while the broker was down go now, unless the partition
+            # came back to it meanwhile.
+            for tp in sorted(context.stray_replicas.pop(broker_id, ())):
+                if broker_id not in context.replicas(tp):
+                    self.batch.add_stop_replica(broker_id, tp, delete=True)
         # Reassignments with a target replica on a started broker go on (Kafka's
         # maybeResumeReassignments): it may be the replica they wait for.
         for tp in sorted(context.partitions_being_reassigned):
@@ -1310,7 +1316,8 @@ class ControllerLogic:
     def _stop_removed_replicas(self, tp: TopicPartition, replicas: list[BrokerId]) -> Script:
         """Kafka's ``stopRemovedReplicasOfReassignedPartition``: offline (StopReplica, out of the
         ISR), then deleted (StopReplica delete=true) without waiting for the answer, then gone. A
-        replica on a dead broker keeps its log there (Kafka's too)."""
+        replica on a dead broker keeps its log there until that broker starts again (Kafka's
+        keeps it for good)."""
         context = self.context
         removed = [
             r for r in replicas if context.replica_state(tp, r) is not ReplicaMachineState.NON_EXISTENT
@@ -1320,6 +1327,8 @@ class ControllerLogic:
             context.set_replica_state(tp, replica, ReplicaMachineState.DELETION_STARTED)
             if context.is_live(replica):
                 self.batch.add_stop_replica(replica, tp, delete=True)
+            else:
+                context.stray_replicas.setdefault(replica, set()).add(tp)
             context.set_replica_state(tp, replica, ReplicaMachineState.DELETION_SUCCESSFUL)
             context.set_replica_state(tp, replica, ReplicaMachineState.NON_EXISTENT)
 

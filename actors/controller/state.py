@@ -157,6 +157,10 @@ class ControllerContext:
     adding_replicas: dict[TopicPartition, tuple[BrokerId, ...]] = field(default_factory=dict)
     removing_replicas: dict[TopicPartition, tuple[BrokerId, ...]] = field(default_factory=dict)
     partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
+    # Replicas a reassignment removed while their broker was down: their logs are still there,
+    # and are deleted when the broker starts again (beyond Kafka 2.4, which leaves them; kept in
+    # memory only, so a controller failover forgets them).
+    stray_replicas: dict[BrokerId, set[TopicPartition]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------------------ queries
 

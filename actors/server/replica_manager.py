@@ -19,7 +19,10 @@ House rules
 5. StopReplica(delete): the partition leaves its fetcher, its actor deletes the log and stops.
    Until the broker hears it stopped, the partition is *stopping*: a LeaderAndIsr for it waits
    (applied once the name is free) and a repeated deletion waits for the same answer, so a
-   partition of the same name is never started beside the one still deleting its log.
+   partition of the same name is never started beside the one still deleting its log. A
+   LeaderAndIsr for a *new* partition (``is_new``) that finds a log here but no partition deletes
+   that log first: a new partition has no records anywhere, so it is a deleted topic's, left by a
+   reassignment that removed this replica while the broker was down (beyond Kafka 2.4).
 6. ``__consumer_offsets`` partitions: the node's group coordinator is told
    ``OffsetsPartitionElected(partition, leader_epoch)`` when this broker becomes their leader and
    ``OffsetsPartitionResigned(partition)`` when it becomes a follower (or a follower of a dead
@@ -172,6 +175,13 @@ class HostedPartitions:
             return ErrorCode.STALE_CONTROLLER_EPOCH
         if self.broker_id not in state.replicas:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if state.is_new and hosted is None and self.log_manager.get_log(tp) is not None:
+            # A new partition has no records anywhere yet: a log here is a deleted topic's of the
+            # same name, left while this broker was down when a reassignment removed its replica.
+            ctx.log.warning("%s: deleting a stale log before the new partition starts here", tp)
+            error = self._delete_unhosted_log(ctx, tp)
+            if error is not ErrorCode.NONE:
+                return error
         policy, log_config = self._topic_settings(tp.topic)
         if state.leader == self.broker_id:
             hosted = self._host(ctx, tp, state, BecomeLeader(state, policy, log_config))
@@ -306,15 +316,7 @@ class HostedPartitions:
         self._offsets_resigned(ctx, tp)
         hosted = self.partitions.pop(tp, None)
         if hosted is None:
-            try:
-                self.log_manager.delete_log(tp)
-            except OSError as error:
-                # A failed log dir: the broker halts, as on any I/O error (README, Guarantees).
-                ctx.log.error("cannot delete the log of %s: %s; halting the broker", tp, error)
-                self.log_manager.mark_offline(f"deleting {tp}: {error}")
-                ctx.halt_node(f"log directory {self.log_manager.log_dir} failed deleting {tp}: {error}")
-                return ErrorCode.KAFKA_STORAGE_ERROR
-            return ErrorCode.NONE
+            return self._delete_unhosted_log(ctx, tp)
         self._remove_from_fetcher(ctx, tp, hosted)
         self.stopping[tp] = _Stopping(hosted.ref)
 
@@ -324,6 +326,17 @@ class HostedPartitions:
 
         ctx.ask(hosted.ref, StopReplica(True), timeout_ms=timeout_ms, on_reply=adapt, on_failure=adapt)
         return None
+
+    def _delete_unhosted_log(self, ctx: Context[Any], tp: TopicPartition) -> ErrorCode:
+        try:
+            self.log_manager.delete_log(tp)
+        except OSError as error:
+            # A failed log dir: the broker halts, as on any I/O error (README, Guarantees).
+            ctx.log.error("cannot delete the log of %s: %s; halting the broker", tp, error)
+            self.log_manager.mark_offline(f"deleting {tp}: {error}")
+            ctx.halt_node(f"log directory {self.log_manager.log_dir} failed deleting {tp}: {error}")
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
 
     def deleted(self, ctx: Context[Any], message: PartitionDeleted) -> None:
         """The broker heard ``PartitionDeleted``: the name is free; a LeaderAndIsr that waited applies."""

@@ -253,3 +253,47 @@ async def test_a_new_reassignment_replaces_one_in_progress_and_a_deleted_topic_e
         lambda: all(cluster.partition_actor(b, TP) is None for b in (1, 2, 4)), within_ms=10_000, step_ms=10
     )
     assert await ongoing(cluster) == []
+
+
+async def test_a_replica_removed_while_its_broker_is_down_is_deleted_when_it_starts_again(
+    cluster: InProcessCluster,
+) -> None:
+    await cluster.create_topic("orders", {0: (2, 3)})
+    await cluster.wait_for_isr(TP, (2, 3), within_ms=30_000)
+    await produce_some(cluster)
+    await cluster.kill(3)
+    await cluster.wait_until_gone(3)
+    # Moving off the dead broker completes without it: 4 catches up from 2.
+    assert await alter(cluster, {TP: (2, 4)}) == {TP: ErrorCode.NONE}
+    await cluster.wait_for(lambda: cluster.assignment(TP) == (2, 4), within_ms=30_000, step_ms=10)
+    await cluster.start_broker(3)
+    await cluster.wait_for(lambda: super(InProcessCluster, cluster).log(3, TP) is None, within_ms=10_000)
+    assert cluster.partition_actor(3, TP) is None
+
+
+async def test_a_new_partition_does_not_start_from_a_stale_log_of_the_same_name(
+    cluster: InProcessCluster,
+) -> None:
+    """The controller that knew of broker 3's removed replica is gone: 3 still has the old log when
+    the topic is deleted and created again with a replica on 3."""
+    await cluster.create_topic("orders", {0: (2, 3)})
+    await cluster.wait_for_isr(TP, (2, 3), within_ms=30_000)
+    await produce_some(cluster)
+    await cluster.kill(3)
+    await cluster.wait_until_gone(3)
+    assert await alter(cluster, {TP: (2, 4)}) == {TP: ErrorCode.NONE}
+    await cluster.wait_for(lambda: cluster.assignment(TP) == (2, 4), within_ms=30_000, step_ms=10)
+    await cluster.kill(1)  # the controller, which remembered the replica left on 3
+    await cluster.wait_for(lambda: cluster.controller_id() not in (-1, 1), within_ms=SESSION_MS + 10_000)
+    await cluster.start_broker(3)
+    stale = super(InProcessCluster, cluster).log(3, TP)
+    assert stale is not None
+    assert stale.log_end_offset == 5
+    await cluster.operator.create(zk_data.delete_topic_path("orders"))
+    await cluster.wait_for(
+        lambda: cluster.zookeeper.peek(zk_data.topic_path("orders")) is None, within_ms=30_000, step_ms=10
+    )
+    await cluster.create_topic("orders", {0: (3, 4)})
+    await cluster.wait_for_isr(TP, (3, 4), within_ms=30_000)
+    assert cluster.log(3, TP).log_end_offset == 0
+    assert cluster.log(4, TP).log_end_offset == 0
