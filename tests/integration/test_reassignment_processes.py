@@ -9,9 +9,9 @@ broker 4 is paused (SIGSTOP; its ZooKeeper session outlives the pause), so that 
 while the active controller's broker is SIGKILLed and started again: the next controller must carry
 the reassignments on from ZooKeeper. Broker 4 resumes, the tool raises the throttle
 (``--execute --additional --throttle``, resubmitting the same plan, as Kafka documents) and the
-moves complete. (Were one to complete as the controller dies, the StopReplica it queued for a
-removed replica would die with it, as in Kafka 2.4, and that replica's directory would stay; so
-would that of a replica removed while its broker is down.) The test waits until ZooKeeper's
+moves complete. (Were one to complete just as the controller dies, the StopReplica(delete) it had
+queued for a removed replica would die with it, as in Kafka 2.4: the pause keeps the directory
+check about the moves themselves.) The test waits until ZooKeeper's
 assignment is the plan (a watch) and nothing is reassigning, then checks that every acknowledged
 record is read back exactly once at its offset, that the removed replicas' partition directories
 are gone from their brokers' log dirs, and that ``--verify`` reports every partition completed and
