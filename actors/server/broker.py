@@ -32,6 +32,14 @@ is written every ``replica.high.watermark.checkpoint.interval.ms`` once the firs
 been handled; recovery points and log start offsets every 60 s; retention every 300 s. Checkpoint
 files are captured on the loop and written (fsync) in a worker thread.
 
+*Replication quotas* (docs/replication-quotas.md). The broker holds its leader and follower
+quotas (``replication_quota.py``): rates from ``BrokerConfigChanged`` (the ``topic-configs``
+child reads ``/config/brokers/<id>`` and ``<default>``), throttled partitions from each topic's
+config. On a follower fetch, a throttled partition is read with ``leader_throttled`` while the
+leader quota is exceeded (the partition withholds its records from a replica outside the ISR),
+and the bytes sent for throttled partitions are recorded; the follower quota is shared with the
+replica fetchers, which apply it themselves.
+
 *Registration.* A ``BrokerRegistrationActor`` child keeps ``/brokers/ids/<id>`` registered across
 ZooKeeper sessions and reports the broker epoch.
 
