@@ -39,6 +39,8 @@ CONSOLE_CONSUMER: Final = "org.apache.kafka.tools.consumer.ConsoleConsumer"
 PRODUCER_PERFORMANCE: Final = "org.apache.kafka.tools.ProducerPerformance"
 GET_OFFSET_SHELL: Final = "org.apache.kafka.tools.GetOffsetShell"
 CONSUMER_GROUP_COMMAND: Final = "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand"
+REASSIGN_PARTITIONS_COMMAND: Final = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
+LEADER_ELECTION_COMMAND: Final = "org.apache.kafka.tools.LeaderElectionCommand"
 
 TOOL_JVM_OPTIONS: Final = ("-Xmx512m", "-XX:+UseSerialGC")
 """A tool is one short-lived client: a small heap, and the one-thread collector on 2 cores."""

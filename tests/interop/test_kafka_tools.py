@@ -12,6 +12,10 @@ Every tool runs as ``java -cp 'lib/*' <main class>`` with the cluster's ``client
   then finds exactly 100,000 records in the topic's partitions, and the console consumer reads a
   partition's records back, each the 100 bytes sent;
 * the PLAIN mechanism logs in too, and a wrong password is refused;
+* ``ReassignPartitionsCommand`` lists no reassignment, executes a plan that reverses a partition's
+  replicas and verifies it completed (``--preserve-throttles``: no throttle was set), and
+  ``LeaderElectionCommand`` then moves leadership to the new preferred replica, and finds nothing
+  to do on a second run and in an unclean election over every partition;
 * the console consumer in a consumer group reads every record and commits, and
   ``ConsumerGroupCommand --describe`` shows no lag: expected to fail on actorlog until consumer
   groups exist (issue 16; strict xfail, so the day it passes the mark must go).
@@ -19,6 +23,7 @@ Every tool runs as ``java -cp 'lib/*' <main class>`` with the cluster's ``client
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -29,7 +34,9 @@ from tests.interop.kafka_tools import (
     CONSOLE_PRODUCER,
     CONSUMER_GROUP_COMMAND,
     GET_OFFSET_SHELL,
+    LEADER_ELECTION_COMMAND,
     PRODUCER_PERFORMANCE,
+    REASSIGN_PARTITIONS_COMMAND,
     TOPIC_COMMAND,
     KafkaDistribution,
     ToolRun,
@@ -306,3 +313,77 @@ def test_console_consumer_in_a_group_commits_its_offsets(
         # Auto-commit on close: what was read is committed, and nothing is left to read.
         assert row.current_offset == row.log_end_offset, _message(described, target)
         assert row.lag == 0, _message(described, target)
+
+
+# A reassignment is accepted before it completes: how many --verify runs (a JVM start each, about a
+# second) may pass before it must say completed.
+VERIFY_RUNS = 20
+
+
+def test_reassign_partitions_then_a_preferred_leader_election(
+    kafka_distribution: KafkaDistribution, target: Target, tmp_path: Path
+) -> None:
+    topic = "interop-moves"
+    _create_topic(kafka_distribution, target, topic, partitions=2)
+    listed = run_tool(kafka_distribution, REASSIGN_PARTITIONS_COMMAND, [*target.admin_args, "--list"])
+    assert listed.ok, _message(listed, target)
+    assert listed.lines == ["No partition reassignments found."], _message(listed, target)
+
+    described = run_tool(
+        kafka_distribution, TOPIC_COMMAND, [*target.admin_args, "--describe", "--topic", topic]
+    )
+    assert described.ok, _message(described, target)
+    before = parse_describe(described.stdout)[0].partitions[0]
+    reversed_replicas = list(reversed(before.replicas))
+    plan = tmp_path / "plan.json"
+    moves = [{"topic": topic, "partition": 0, "replicas": reversed_replicas}]
+    plan.write_text(json.dumps({"version": 1, "partitions": moves}))
+    executed = run_tool(
+        kafka_distribution,
+        REASSIGN_PARTITIONS_COMMAND,
+        [*target.admin_args, "--execute", "--reassignment-json-file", str(plan)],
+    )
+    assert executed.ok, _message(executed, target)
+    assert f"Successfully started partition reassignment for {topic}-0" in executed.lines, _message(
+        executed, target
+    )
+    for _ in range(VERIFY_RUNS):
+        verified = run_tool(
+            kafka_distribution,
+            REASSIGN_PARTITIONS_COMMAND,
+            [*target.admin_args, "--verify", "--preserve-throttles", "--reassignment-json-file", str(plan)],
+        )
+        assert verified.ok, _message(verified, target)
+        if f"Reassignment of partition {topic}-0 is completed." in verified.lines:
+            break
+    else:
+        pytest.fail(f"{topic}-0 not moved after {VERIFY_RUNS} --verify runs ({target.where()})")
+    described = run_tool(
+        kafka_distribution, TOPIC_COMMAND, [*target.admin_args, "--describe", "--topic", topic]
+    )
+    after = parse_describe(described.stdout)[0].partitions[0]
+    assert list(after.replicas) == reversed_replicas, _message(described, target)
+
+    # The leader is unchanged (still in the replica set): the new preferred replica gets it.
+    election = [
+        "--bootstrap-server",
+        target.bootstrap_servers,
+        "--admin.config",
+        str(target.client_properties),
+    ]
+    preferred = [*election, "--election-type", "preferred", "--topic", topic, "--partition", "0"]
+    elected = run_tool(kafka_distribution, LEADER_ELECTION_COMMAND, preferred)
+    assert elected.ok, _message(elected, target)
+    assert elected.lines == [
+        f"Successfully completed leader election (PREFERRED) for partitions {topic}-0"
+    ], _message(elected, target)
+    again = run_tool(kafka_distribution, LEADER_ELECTION_COMMAND, preferred)
+    assert again.ok, _message(again, target)
+    assert again.lines == [f"Valid replica already elected for partitions {topic}-0"], _message(again, target)
+    unclean = run_tool(
+        kafka_distribution,
+        LEADER_ELECTION_COMMAND,
+        [*election, "--election-type", "unclean", "--all-topic-partitions"],
+    )
+    assert unclean.ok, _message(unclean, target)
+    assert unclean.lines == [], _message(unclean, target)
