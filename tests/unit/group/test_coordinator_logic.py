@@ -671,3 +671,23 @@ def test_results_carry_kafkas_join_error_shape() -> None:
     assert reply == JoinGroupResult(error=ErrorCode.UNKNOWN_MEMBER_ID, member_id="stale")
     assert isinstance(h.replies[h.commit({TP0: 1})], OffsetCommitResult)
     assert PROTOCOLS[0][0] == "range"
+
+
+def test_a_removed_group_starts_again_at_generation_zero_and_its_old_generation_is_refused() -> None:
+    """Met by the stateful test: an Empty group without offsets is removed at the next retention
+    check; a later simple commit makes a new group at generation 0, and a commit still carrying
+    the removed group's generation is refused (ILLEGAL_GENERATION, as Kafka answers for a group
+    it does not have)."""
+    config = GroupConfig(offsets_topic_num_partitions=4, offsets_retention_check_interval_ms=10_000)
+    h = Harness(config)
+    (a,), generation = h.stable_group(1)
+    assert generation >= 1
+    h.leave(a)
+    h.advance(10_000)
+    assert GROUP not in h.logic.groups
+    stale = h.commit({TP0: 3}, member_id=a, generation_id=generation)
+    assert h.commit_errors(stale) == {TP0: ErrorCode.ILLEGAL_GENERATION}
+    assert GROUP not in h.logic.groups
+    h.commit({TP0: 4})
+    assert h.group.generation_id == 0
+    assert h.logic.handle_fetch_offsets(GROUP, [TP0]).offsets[TP0].offset == 4

@@ -139,9 +139,13 @@ class GroupMachine(RuleBasedStateMachine):
     @invariant()
     def generation_is_monotonic(self) -> None:
         group = self.h.logic.groups.get(GROUP)
-        if group is not None:
-            assert group.generation_id >= self.max_generation
-            self.max_generation = group.generation_id
+        if group is None:
+            # An empty group whose offsets expired is removed; the next commit or join starts a
+            # new group at generation 0, as Kafka's does (nobody holds the old generation then).
+            self.max_generation = 0
+            return
+        assert group.generation_id >= self.max_generation
+        self.max_generation = group.generation_id
 
     @invariant()
     def stable_means_everyone_has_the_leaders_assignment(self) -> None:
@@ -179,5 +183,9 @@ class GroupMachine(RuleBasedStateMachine):
             assert token in self.h.replies or token in held, f"{token} was neither answered nor held"
 
 
-GroupMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+# Derandomized: the same interleavings on every run, so a clean clone's make test cannot meet a
+# new one by chance; more examples run when exploring by hand.
+GroupMachine.TestCase.settings = settings(
+    max_examples=200, stateful_step_count=40, deadline=None, derandomize=True, database=None
+)
 TestGroupMachine = GroupMachine.TestCase
