@@ -11,10 +11,11 @@ import pytest
 import pytest_asyncio
 
 from actors.common.errors import ErrorCode
-from actors.common.names import admin_ref, controller_ref
-from actors.common.protocol import ElectLeadersRequest, ElectLeadersResponse
+from actors.common.names import admin_ref, broker_node, controller_ref
+from actors.common.protocol import ElectLeadersRequest, ElectLeadersResponse, UpdateMetadataRequest
 from actors.common.types import TopicPartition
-from runtime.transport.sim import LinkBehaviour
+from runtime.codec import WireEnvelope
+from runtime.transport.sim import LinkBehaviour, LinkFilter
 from tests.support.cluster import InProcessCluster, started
 
 pytestmark = pytest.mark.asyncio
@@ -58,7 +59,17 @@ async def elect(
     )
     assert isinstance(response, ElectLeadersResponse)
     assert response.error_code is ErrorCode.NONE, response
-    return {TopicPartition(r.topic, r.partition): r.error_code for r in response.results}
+    results = {TopicPartition(r.topic, r.partition): r.error_code for r in response.results}
+    # An election is reported once the broker that relayed it knows the new leader (Kafka's
+    # DelayedElectLeader): its metadata, at the moment of the answer, says what ZooKeeper says.
+    broker = cluster.broker_actor(via)
+    assert broker is not None
+    for tp in (tp for tp, code in results.items() if code is ErrorCode.NONE):
+        (topic,) = broker.metadata.response((tp.topic,)).topics
+        (known,) = (p for p in topic.partitions if p.partition == tp.partition)
+        state, _ = cluster.zk_partition_state(tp)
+        assert (known.leader, known.leader_epoch) == (state.leader, state.leader_epoch), tp
+    return results
 
 
 async def test_preferred_election_moves_leadership_back_and_says_why_it_cannot(
@@ -152,3 +163,52 @@ async def test_a_broker_that_is_not_the_controller_says_so_and_an_unreachable_or
     assert isinstance(response, ElectLeadersResponse)
     assert response.error_code is ErrorCode.REQUEST_TIMED_OUT, response
     assert response.results == ()
+
+
+def update_metadata_to(broker_id: int) -> LinkFilter:
+    """A link filter losing every UpdateMetadata sent to ``broker_id`` (the controller retries)."""
+
+    def crosses(source: str, target: str, direction: str, envelope: WireEnvelope) -> bool:
+        return not (target == broker_node(broker_id) and isinstance(envelope.message, UpdateMetadataRequest))
+
+    return crosses
+
+
+async def test_an_election_is_reported_once_the_relaying_broker_knows_the_new_leader(
+    cluster: InProcessCluster,
+) -> None:
+    a, b = others(cluster)
+    await cluster.create_topic("orders", {0: (a, b)})
+    tp = TopicPartition("orders", 0)
+    await cluster.kill(a)
+    await cluster.wait_for_state(tp, lambda s: s.leader == b, within_ms=SESSION_MS + 5_000)
+    await cluster.start_broker(a)
+    await cluster.wait_for_isr(tp, (a, b), within_ms=30_000)
+
+    held = cluster.block(update_metadata_to(b))
+    request = ElectLeadersRequest(election_type=PREFERRED, partitions=(tp,))
+    asking = cluster.run_in_background(
+        cluster.client_node.ask(admin_ref(b), request, timeout_ms=30_000), name="elect"
+    )
+    await cluster.wait_for(lambda: cluster.zk_partition_state(tp)[0].leader == a, within_ms=5_000)
+    await cluster.advance(2_000)
+    assert not asking.done()  # elected, but broker b has not heard of it yet
+    cluster.heal(held)
+    response = await cluster.complete(asking, step_ms=10)
+    assert isinstance(response, ElectLeadersResponse)
+    assert [(r.partition, r.error_code) for r in response.results] == [(0, ErrorCode.NONE)]
+
+    # Never heard of within the relay's time: REQUEST_TIMED_OUT for that partition (it was
+    # elected all the same, as in Kafka).
+    await cluster.kill(a)
+    await cluster.wait_for_state(tp, lambda s: s.leader == b, within_ms=SESSION_MS + 5_000)
+    await cluster.start_broker(a)
+    await cluster.wait_for_isr(tp, (a, b), within_ms=30_000)
+    held = cluster.block(update_metadata_to(b))
+    response = await cluster.complete(
+        cluster.client_node.ask(admin_ref(b), request, timeout_ms=30_000), within_ms=40_000, step_ms=100
+    )
+    assert isinstance(response, ElectLeadersResponse)
+    assert [(r.partition, r.error_code) for r in response.results] == [(0, ErrorCode.REQUEST_TIMED_OUT)]
+    assert cluster.zk_partition_state(tp)[0].leader == a
+    cluster.heal(held)

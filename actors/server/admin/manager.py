@@ -24,7 +24,9 @@ the same, one script per request (``actors/common/scripts.py``), so requests pro
   controller's actor (the controller id of this broker's metadata, as Kafka 2.4 brokers hand these
   to their controller), its answer relayed back: NOT_CONTROLLER when no controller is known or the
   one asked is not active (the client looks again and retries), REQUEST_TIMED_OUT when it does not
-  answer in ``CONTROLLER_ASK_MS``.
+  answer in ``CONTROLLER_ASK_MS``. An elected partition is reported once this broker's metadata
+  shows its new leader epoch (Kafka's DelayedElectLeader), REQUEST_TIMED_OUT if that takes the rest
+  of ``CONTROLLER_ASK_MS``.
 * InitProducerId — ids from blocks of 1000 claimed in ``/latest_producer_id_block`` with a
   conditional write (Kafka's ``ProducerIdManager``); requests wait while a block is fetched.
 
@@ -83,6 +85,7 @@ from actors.common.protocol import (
 )
 from actors.common.scripts import Ask, AskFailed, Pause, Resume, Script, ScriptRunner, ScriptStep
 from actors.common.topic_names import validate_topic_name
+from actors.common.types import TopicPartition
 from actors.server import zk_data
 from actors.server.admin.assignment import (
     MIXED_RACKS_ERROR,
@@ -213,7 +216,7 @@ class AdminManagerActor(Actor[AdminMessage]):
                 | ListPartitionReassignmentsRequest()
                 | ElectLeadersRequest()
             ):
-                self._run(ctx, self._relay_to_controller(message))
+                self._run(ctx, self._relay_to_controller(message, ctx.now_ms))
             case _:
                 assert_never(message)
 
@@ -651,11 +654,16 @@ class AdminManagerActor(Actor[AdminMessage]):
 
     # ------------------------------------------------------------------- relayed to the controller
 
-    def _relay_to_controller(self, request: ControllerRequest) -> Script:
+    def _relay_to_controller(self, request: ControllerRequest, now_ms: int) -> Script:
+        topics: tuple[str, ...] | None = ()
+        if isinstance(request, ElectLeadersRequest):
+            # The leader epochs before the election, to know when this broker has heard of it.
+            topics = None if request.partitions is None else tuple({tp.topic for tp in request.partitions})
         response = yield Ask(
-            self.broker, MetadataRequest(topics=(), allow_auto_topic_creation=False), _LOCAL_ASK_MS
+            self.broker, MetadataRequest(topics=topics, allow_auto_topic_creation=False), _LOCAL_ASK_MS
         )
         assert isinstance(response, MetadataResponse)
+        epochs_before = _leader_epochs(response)
         if response.controller_id < 0:
             return _controller_refusal(request, ErrorCode.NOT_CONTROLLER, "no controller is known yet")
         controller_id = response.controller_id
@@ -672,7 +680,46 @@ class AdminManagerActor(Actor[AdminMessage]):
             return _controller_refusal(
                 request, ErrorCode.NOT_CONTROLLER, f"the controller (broker {controller_id}): {failed}"
             )
+        if isinstance(answer, ElectLeadersResponse) and answer.error_code is ErrorCode.NONE:
+            answer = yield from self._await_elected(answer, epochs_before, now_ms + CONTROLLER_ASK_MS)
         return answer
+
+    def _await_elected(
+        self, answer: ElectLeadersResponse, epochs_before: Mapping[TopicPartition, int], deadline_ms: int
+    ) -> Script:
+        """``answer`` once this broker's metadata shows a newer leader epoch for each partition it
+        says was elected; those still not shown at the deadline become REQUEST_TIMED_OUT."""
+        elected = {
+            TopicPartition(r.topic, r.partition) for r in answer.results if r.error_code is ErrorCode.NONE
+        }
+        while elected:
+            response = yield Ask(
+                self.broker,
+                MetadataRequest(topics=tuple({tp.topic for tp in elected}), allow_auto_topic_creation=False),
+                _LOCAL_ASK_MS,
+            )
+            assert isinstance(response, MetadataResponse)
+            now = _leader_epochs(response)
+            elected = {tp for tp in elected if now.get(tp, -1) <= epochs_before.get(tp, -1)}
+            if not elected:
+                break
+            now_ms = yield Pause(METADATA_POLL_MS)
+            if now_ms >= deadline_ms:
+                break
+        if not elected:
+            return answer
+        late = ErrorCode.REQUEST_TIMED_OUT
+        return dataclasses.replace(
+            answer,
+            results=tuple(
+                dataclasses.replace(
+                    r, error_code=late, error_message="the new leader was not announced in time"
+                )
+                if TopicPartition(r.topic, r.partition) in elected
+                else r
+                for r in answer.results
+            ),
+        )
 
     # -------------------------------------------------------------------------- producer ids
 
@@ -880,6 +927,15 @@ def _added_partitions(
         )
     except AssignmentError as error:
         raise AdminError(ErrorCode[error.error_name], str(error)) from None
+
+
+def _leader_epochs(response: MetadataResponse) -> dict[TopicPartition, int]:
+    return {
+        TopicPartition(t.name, p.partition): p.leader_epoch
+        for t in response.topics
+        for p in t.partitions
+        if p.leader >= 0
+    }
 
 
 def _controller_refusal(request: ControllerRequest, error_code: ErrorCode, message: str) -> object:
