@@ -29,7 +29,11 @@ Checked every second of virtual time and at the end (they read logs):
 Checked once the faults are healed:
 
 * ``Liveness``: within a bound, every partition has a live leader and its whole replica set in
-  the ISR, and every replica's log is the leader's.
+  the ISR, and every replica's log is the leader's; no reassignment is left in progress (the topic
+  znodes name no adding or removing replicas, ``/admin/reassign_partitions`` is gone).
+* ``ReassignmentReachesItsTarget``: then a partition whose last reassignment request was accepted
+  (and not cancelled since) has the requested replicas as its assignment in ZooKeeper; one whose
+  last accepted request was a cancellation has the replicas it had before.
 """
 
 from __future__ import annotations
@@ -83,6 +87,9 @@ class TopicModel:
     producers: list[ProducerClient] = field(default_factory=list)
     active_producers: list[ProducerClient] = field(default_factory=list)
     consumer: ConsumerClient | None = None
+    # partition -> the assignment its reassignment requests should end with (None: unknown, e.g.
+    # a request whose answer was lost), for this generation.
+    reassignment_targets: dict[int, tuple[int, ...] | None] = field(default_factory=dict)
 
     def tps(self) -> list[TopicPartition]:
         return [TopicPartition(self.name, p) for p in range(self.partitions)]
@@ -525,6 +532,9 @@ class Checker:
                     state = zk[0]
                     return f"{tp} has no live leader (ZooKeeper: {state.leader}, epoch {state.leader_epoch})"
                 leader, log, _ = found
+                reassigning = self._reassigning(tp)
+                if reassigning is not None:
+                    return reassigning
                 actor = self.cluster.partition_actor(leader, tp)
                 assert actor is not None
                 replicas = actor.state.assigned_replicas
@@ -537,7 +547,38 @@ class Checker:
                         return (
                             f"{tp}: replica {member} ends at {end}, leader {leader} at {log.log_end_offset}"
                         )
+        if self.cluster.zookeeper.peek(zk_data.REASSIGN_PARTITIONS_PATH) is not None:
+            return f"{zk_data.REASSIGN_PARTITIONS_PATH} is still there"
         return None
+
+    def _reassigning(self, tp: TopicPartition) -> str | None:
+        """Why ``tp``'s reassignment is not over (None when the topic znode shows none)."""
+        found = self.cluster.zookeeper.peek(zk_data.topic_path(tp.topic))
+        if found is None:
+            return None
+        assignment = zk_data.decode_topic_assignment(tp.topic, found[0])
+        if tp.partition in assignment.reassigning:
+            return (
+                f"{tp} is still being reassigned: replicas {list(assignment.partitions[tp.partition])}, "
+                f"adding {list(assignment.adding_replicas.get(tp.partition, ()))}, "
+                f"removing {list(assignment.removing_replicas.get(tp.partition, ()))}"
+            )
+        return None
+
+    def check_reassignment_targets(self) -> None:
+        """Once healed: each partition's assignment is what its reassignment requests asked for."""
+        for topic in self.alive_topics():
+            found = self.cluster.zookeeper.peek(zk_data.topic_path(topic.name))
+            if found is None:
+                continue
+            assignment = zk_data.decode_topic_assignment(topic.name, found[0])
+            for partition, target in sorted(topic.reassignment_targets.items()):
+                actual = assignment.partitions.get(partition)
+                if target is not None and actual is not None and actual != target:
+                    self.fail(
+                        "ReassignmentReachesItsTarget",
+                        f"{topic.name}-{partition}: assignment {list(actual)}, requested {list(target)}",
+                    )
 
     def converged(self) -> None:
         """Once healed: every replica's log is the leader's, record for record."""

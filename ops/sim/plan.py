@@ -7,7 +7,8 @@ seed, and see whether it still fails.
 
 Workload actions: create, delete and re-create topics; alter ``unclean.leader.election.enable``
 and ``min.insync.replicas``; produce (idempotent, acks=all); controlled shutdowns; preferred
-leader elections. Fault actions: kill and power loss (with a restart after a downtime), clean
+leader elections; partition reassignments to another replica set (KIP-455), some cancelled later.
+Fault actions: kill and power loss (with a restart after a downtime), clean
 restarts, stalls (SIGSTOP), network partitions (symmetric, one-way, a broker isolated, a broker
 cut from ZooKeeper only, a broker cut from the controller only), slow and lossy links, ZooKeeper
 session expiry, a ZooKeeper outage, disk faults and actor crashes injected into handlers.
@@ -28,6 +29,7 @@ __all__ = [
     "Action",
     "FaultKind",
     "PlanOptions",
+    "Reassign",
     "generate_plan",
 ]
 
@@ -98,6 +100,19 @@ class PreferredElection:
     slot: int
 
 
+@dataclass(frozen=True, slots=True)
+class Reassign:
+    """Reassign a partition of a topic slot (``partition`` modulo its partition count) to the
+    first N of ``brokers`` (a permutation of every broker), N being its replication factor; with
+    ``cancel_after_ms``, cancel it that much later if it is still in progress."""
+
+    at_ms: int
+    slot: int
+    partition: int
+    brokers: tuple[int, ...]
+    cancel_after_ms: int | None
+
+
 # ------------------------------------------------------------------------------------- faults
 
 
@@ -155,6 +170,7 @@ Action: TypeAlias = (
     | Produce
     | ControlledShutdown
     | PreferredElection
+    | Reassign
     | BrokerFault
     | LinkFault
     | ZooKeeperOutage
@@ -175,6 +191,8 @@ class PlanOptions:
     # Topic deletion and config changes (off for runs that check one topic's data end to end).
     topic_churn: bool = True
     config_changes: bool = True
+    # Partition reassignments (taking part of the preferred elections' share).
+    reassignments: bool = True
     # Replication factors new topics draw from (capped by the broker count).
     replication_factors: tuple[int, ...] = (2, 3, 3)
     # Share of workload actions that are produce actions (the rest: topic and broker admin).
@@ -228,9 +246,20 @@ def generate_plan(seed: int, steps: int, options: PlanOptions) -> list[Action]:
             plan.append(AlterTopicConfig(now, slot, key, value))
         elif workload < 0.96:
             plan.append(ControlledShutdown(now, rng.choice(brokers), rng.randint(500, 8_000)))
-        else:
+        elif workload < 0.975 or not options.reassignments:
             plan.append(PreferredElection(now, slot))
+        else:
+            plan.append(_reassign(seed, len(plan), now, slot, brokers))
     return plan
+
+
+def _reassign(seed: int, index: int, now: int, slot: int, brokers: tuple[int, ...]) -> Reassign:
+    # Drawn from a generator of its own, so the plan's other draws are those they would be
+    # without reassignments.
+    rng = random.Random(f"reassign:{seed}:{index}")
+    order = tuple(rng.sample(brokers, len(brokers)))
+    cancel = rng.choice((None, None, rng.randint(1, 400)))
+    return Reassign(now, slot, rng.randrange(3), order, cancel)
 
 
 def _fault(
@@ -280,6 +309,9 @@ def describe(action: Action) -> str:
             return f"controlled shutdown of broker {broker}, back after {downtime} ms"
         case PreferredElection(_, slot):
             return f"preferred leader election for topic{slot}"
+        case Reassign(_, slot, partition, brokers, cancel_after_ms):
+            cancel = "" if cancel_after_ms is None else f", cancelled after {cancel_after_ms} ms"
+            return f"reassign topic{slot} partition {partition} onto {list(brokers)}{cancel}"
         case BrokerFault(_, kind, broker, duration):
             return f"{kind.value} broker {broker} for {duration} ms"
         case LinkFault(_, kind, source, target, duration, amount):

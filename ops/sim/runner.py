@@ -54,6 +54,11 @@ from actors.common.names import (
     admin_ref,
     broker_node,
 )
+from actors.common.protocol import (
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    ReassignablePartition,
+)
 from actors.common.types import TopicPartition
 from actors.server import zk_data
 from actors.server.config import ProtocolFault
@@ -74,6 +79,7 @@ from ops.sim.plan import (
     PlanOptions,
     PreferredElection,
     Produce,
+    Reassign,
     ZooKeeperOutage,
     describe,
     fault_kind,
@@ -280,6 +286,7 @@ class _Run:
             await cluster.advance(500)
         await self._wait_until_whole()
         self.checker.converged()
+        self.checker.check_reassignment_targets()
         self.checker.deep(final=True)
 
     async def _wait_until_whole(self) -> None:
@@ -327,6 +334,8 @@ class _Run:
                 return self._controlled_shutdown(action)
             case PreferredElection():
                 return await self._preferred_election(action)
+            case Reassign():
+                return self._reassign(action)
             case BrokerFault():
                 return await self._broker_fault(action)
             case LinkFault():
@@ -411,6 +420,7 @@ class _Run:
             topic.generation += 1
             topic.tainted = False
             topic.znode_czxid = czxid
+            topic.reassignment_targets = {}
         topic.alive = True
         topic.incarnation += 1
         topic.partitions = len(assignment.partitions)
@@ -545,6 +555,58 @@ class _Run:
             [zk_data.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in topic.tps()]
         )
         await operator.create(zk_data.PREFERRED_REPLICA_ELECTION_PATH, data)
+        return self._did(action)
+
+    def _reassign(self, action: Reassign) -> bool:
+        """AlterPartitionReassignments through some broker's admin actor, as
+        ``kafka-reassign-partitions.sh --bootstrap-server`` does: the partition's replica count
+        stays, its replicas become the first ones of the action's broker order."""
+        topic = self.topics[action.slot]
+        if not topic.alive or topic.busy or topic.partitions == 0:
+            return self._skip(action, "no topic")
+        partition = action.partition % topic.partitions
+        found = self.cluster.zookeeper.peek(zk_data.topic_path(topic.name))
+        if found is None:
+            return self._skip(action, "no topic znode")
+        current = zk_data.decode_topic_assignment(topic.name, found[0])
+        replicas = current.partitions.get(partition, ())
+        removing = current.removing_replicas.get(partition, ())
+        target = action.brokers[: len(replicas) - len(removing)]
+        generation = topic.generation
+
+        def ask(replicas: tuple[int, ...] | None, what: str) -> None:
+            request = AlterPartitionReassignmentsRequest(
+                partitions=(ReassignablePartition(topic=topic.name, partition=partition, replicas=replicas),)
+            )
+            self._admin(request, lambda response: answered(replicas, what, response), what)
+
+        def answered(replicas: tuple[int, ...] | None, what: str, response: object | None) -> None:
+            self.note(f"{what} of topic{action.slot}-{partition} answered: {response!r}"[:240])
+            if topic.generation != generation or not topic.alive:
+                return
+            if not isinstance(response, AlterPartitionReassignmentsResponse) or not response.results:
+                # No answer: it may or may not have been done.
+                topic.reassignment_targets[partition] = None
+                return
+            if response.results[0].error_code is not ErrorCode.NONE:
+                return
+            if replicas is not None:
+                topic.reassignment_targets[partition] = replicas
+            else:
+                # Cancelled: back to the original replicas, which the controller wrote before it
+                # answered (their order is not always the first one, as in Kafka).
+                now = self.cluster.zookeeper.peek(zk_data.topic_path(topic.name))
+                reverted = None if now is None else zk_data.decode_topic_assignment(topic.name, now[0])
+                topic.reassignment_targets[partition] = (
+                    None if reverted is None else reverted.partitions.get(partition)
+                )
+
+        ask(target, "reassignment")
+        if action.cancel_after_ms is not None:
+            self.at(
+                self.cluster.clock.now_ms() + action.cancel_after_ms,
+                lambda: ask(None, "reassignment cancellation") if topic.generation == generation else None,
+            )
         return self._did(action)
 
     # ------------------------------------------------------------------------------ faults
