@@ -728,6 +728,10 @@ class ControllerLogic:
                     context.set_replica_state(tp, replica, ReplicaMachineState.ONLINE)
             self.batch.add_leader_and_isr(context, context.replicas(tp), tp, leadership, is_new=True)
         self.leader_election_seconds.observe((self._now_ns() - started) / 1e9)
+        for tp in sorted(tp for tp, _ in planned.values() if context.is_reassigning(tp)):
+            # Reassigned before it had any state (no replica was live): its state znode exists
+            # only now, and with it something to watch and complete on.
+            yield from self._on_partition_reassignment(tp, context.full_assignment(tp))
 
     def elect_leaders(
         self, partitions: list[TopicPartition], kind: ElectionKind

@@ -297,3 +297,23 @@ async def test_a_new_partition_does_not_start_from_a_stale_log_of_the_same_name(
     await cluster.wait_for_isr(TP, (3, 4), within_ms=30_000)
     assert cluster.log(3, TP).log_end_offset == 0
     assert cluster.log(4, TP).log_end_offset == 0
+
+
+async def test_a_partition_reassigned_before_it_ever_had_a_leader_completes_once_it_gets_one(
+    cluster: InProcessCluster,
+) -> None:
+    await cluster.kill(3)
+    await cluster.kill(2)
+    await cluster.wait_until_gone(3)
+    await cluster.wait_until_gone(2)
+    await cluster.create_topic("orders", {0: (3,)}, wait=False)  # no live replica: no state yet
+    await cluster.settle()
+    assert cluster.zookeeper.peek(zk_data.partition_state_path("orders", 0)) is None
+    assert await alter(cluster, {TP: (4,)}) == {TP: ErrorCode.NONE}
+    assert cluster.assignment(TP) == (4, 3)
+    # Any broker's start elects the new partitions: 4, now in RS, starts it and is the whole ISR.
+    await cluster.start_broker(2)
+    await cluster.wait_for(lambda: cluster.assignment(TP) == (4,), within_ms=10_000, step_ms=10)
+    state, _ = cluster.zk_partition_state(TP)
+    assert (state.leader, state.isr) == (4, (4,))
+    assert await ongoing(cluster) == []
