@@ -370,3 +370,34 @@ async def test_leader_election_prints_kafkas_lines(
     assert cluster.zk_partition_state(moved)[0].leader == a
     assert await drive(cluster, leader_election.run(admin, ElectionType.UNCLEAN, [moved])) == 0
     assert capsys.readouterr().out == f"Valid replica already elected for partitions {moved}\n"
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("mixed", [False, True], ids=["racked", "mixed-racks"])
+async def test_generate_places_replicas_across_racks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], mixed: bool
+) -> None:
+    racks: dict[int, str | None] = {1: "zone-a", 2: "zone-a", 3: "zone-b", 4: None if mixed else "zone-b"}
+    cluster = InProcessCluster(broker_ids=(1, 2, 3, 4), racks=racks, config_overrides=dict(CONFIG))
+    await cluster.__aenter__()
+    try:
+        await cluster.start_brokers(1, 2, 3, 4)
+        await cluster.create_topic(TOPIC, dict.fromkeys(range(6), (1, 2)))  # every replica in zone-a
+        admin = sim_admin(cluster)
+        topics = tmp_path / "topics.json"
+        topics.write_text(json.dumps({"version": 1, "topics": [{"topic": TOPIC}]}))
+        generate = ("--generate", "--topics-to-move-json-file", str(topics), "--broker-list", "1,2,3,4")
+        if mixed:
+            with pytest.raises(ReassignCommandError, match="Not all brokers have rack information"):
+                await reassign(cluster, admin, *generate)
+        else:
+            assert await reassign(cluster, admin, *generate) == 0
+            proposed = parse_reassignment(capsys.readouterr().out.splitlines()[4])
+            assert len(proposed) == 6
+            assert all({racks[b] for b in replicas} == {"zone-a", "zone-b"} for replicas in proposed.values())
+        # Ignoring racks is always possible.
+        assert await reassign(cluster, admin, *generate, "--disable-rack-aware") == 0
+        proposed = parse_reassignment(capsys.readouterr().out.splitlines()[4])
+        assert all(len(set(replicas)) == 2 for replicas in proposed.values())
+    finally:
+        await cluster.__aexit__(None, None, None)
