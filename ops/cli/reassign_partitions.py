@@ -56,11 +56,16 @@ from ops.clients.admin import Admin, PartitionReassignment
 __all__ = [
     "BROKER_THROTTLES",
     "TOPIC_THROTTLES",
+    "Move",
     "ReassignCommandError",
     "build_parser",
     "format_reassignment_json",
     "main",
+    "parse_reassignment",
+    "parse_topics_to_move",
+    "proposed_moves",
     "run",
+    "throttled_replicas",
 ]
 
 LEADER_RATE: Final = "leader.replication.throttled.rate"
