@@ -26,7 +26,8 @@ Rules kept, as Kafka's tool keeps them:
   ``follower.replication.throttled.rate`` on every broker the move involves, and on each topic
   ``leader.replication.throttled.replicas`` (``partition:broker`` of the replicas being copied
   from: the current ones) and ``follower.replication.throttled.replicas`` (the replicas being
-  added). ``--verify`` removes them all once every partition of the plan is done (unless
+  added). ``--verify`` removes them all (on every broker, and on the plan's topics) once no
+  reassignment at all is running, since older moves may have set some (unless
   ``--preserve-throttles``); so does ``--cancel``.
 * Output lines are Kafka's. Errors are one line on stderr with exit 1; bad options exit 2.
 """
