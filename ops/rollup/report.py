@@ -57,6 +57,7 @@ __all__ = [
     "format_number",
     "incident_rows",
     "interval_state",
+    "partition_name",
     "step_series",
     "summarise",
     "summary_lines",
@@ -198,7 +199,7 @@ def summary_lines(summary: Summary) -> list[str]:
     ]
     if summary.flapping:
         ranked = ", ".join(
-            f"{f.topic}-{f.partition} ({f.cycles} cycle{'' if f.cycles == 1 else 's'})"
+            f"{partition_name(f.topic, f.partition)} ({f.cycles} cycle{'' if f.cycles == 1 else 's'})"
             for f in summary.flapping
         )
         lines.append(f"top flapping partitions: {ranked}")
@@ -371,13 +372,23 @@ def _flapping(flapping_rows: Sequence[Row]) -> Figure:
         return _empty(figure, "no flapping partitions")
     rows = list(flapping_rows)[::-1]  # the top-ranked partition at the top of the chart
     axis.barh(
-        [f"{row['topic']}-{row['partition']}" for row in rows], [row["cycles"] for row in rows], height=0.6
+        [partition_name(row["topic"], row["partition"]) for row in rows],
+        [row["cycles"] for row in rows],
+        height=0.6,
     )
     axis.set_xlabel("ISR shrink -> expand cycles")
     axis.xaxis.set_major_locator(MaxNLocator(integer=True))
     axis.set_axisbelow(True)
     axis.grid(True, axis="x", alpha=0.3)
     return figure
+
+
+def partition_name(topic: str, partition: int | None) -> str:
+    """``topic-partition``; a whole topic's rows (snapshots without the partition label,
+    ``transforms.TOPIC_PARTITION``) by the topic's name and "(topic)"."""
+    if partition is None or partition < 0:
+        return f"{topic} (topic)"
+    return f"{topic}-{partition}"
 
 
 def _lane(row: Row) -> tuple[str, int]:

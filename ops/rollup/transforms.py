@@ -39,6 +39,16 @@ Flapping: a partition's ISR size comes from ``insyncreplicascount`` on its leade
 pre-shrink size) within ``flap_span_ms``; every shrink counts once, so 3 -> 2 -> 1 -> 3 is two
 cycles.
 
+Snapshots without the ``partition`` label (brokers at ``metrics.partition.level=topic``, which fold
+a topic's partitions into one series per broker: counts of partitions in a state, ISR sizes summed)
+give rows with ``partition = TOPIC_PARTITION`` (-1), "the topic as a whole". Seconds under-replicated
+/ under min ISR stay exact (partition-seconds, summed over the brokers). A topic's ISR timeline is
+then one per reporting broker (the ISR summed over the partitions it leads: different brokers'
+sums are not comparable), so flap cycles are a broker's own drops and recoveries (a leadership
+moving away and back makes one too), and ``partition_windows`` leaves their ISR range null.
+Brokers at ``none`` export no such series: the per-partition tables get no rows from them, and the
+state-change events (``isr_history``) are exact at every level.
+
 Every public function ends in a ``select`` of its output columns: that is the schema contract.
 """
 
@@ -55,6 +65,7 @@ from ops.rollup.schema import SNAPSHOT_COLUMNS
 
 __all__ = [
     "QUANTILES",
+    "TOPIC_PARTITION",
     "RollupParameters",
     "TumblingWindow",
     "broker_scrapes",
@@ -78,6 +89,8 @@ __all__ = [
 ]
 
 SERIES = ("broker", "metric", "label_key")
+# The ``partition`` of rows from samples without the label (metrics.partition.level=topic).
+TOPIC_PARTITION = -1
 QUANTILES: tuple[float, ...] = (0.5, 0.99)
 _SECOND_MS = 1000
 
@@ -557,14 +570,15 @@ def partition_samples(samples: DataFrame) -> DataFrame:
     Input: prepared samples of per-partition gauges. Zeros carry no information here: a 0/1 gauge
     integrates to nothing while 0, and ``insyncreplicascount`` is 0 on followers. Dropping them
     first shrinks the biggest part of a snapshot (a few series per partition per broker) to the
-    few rows that matter. Output: ts_ms, broker, metric, topic, partition, value.
+    few rows that matter. Output: ts_ms, broker, metric, topic, partition (``TOPIC_PARTITION`` for
+    a sample without the label), value.
     """
     return samples.where(F.col("value") != 0).select(
         "ts_ms",
         "broker",
         "metric",
         _label("topic").alias("topic"),
-        _label("partition").try_cast("int").alias("partition"),
+        F.coalesce(_label("partition").try_cast("int"), F.lit(TOPIC_PARTITION)).alias("partition"),
         "value",
     )
 
@@ -603,18 +617,19 @@ def isr_timeline(partition_rows: DataFrame) -> DataFrame:
     Input: ``partition_samples`` (only ``insyncreplicascount`` is used; followers report 0, which
     ``partition_samples`` already dropped, so what remains is the leader's view). If two brokers
     report at the same instant (a leader change racing a scrape) the larger size wins, so a stale
-    view cannot invent a shrink. Output: topic, partition, ts_ms, broker, isr, previous_isr,
-    change (shrink | expand | null).
+    view cannot invent a shrink. A whole topic's rows (``TOPIC_PARTITION``) form one timeline per
+    reporting broker (module docstring). Output: topic, partition, ts_ms, broker, isr,
+    previous_isr, change (shrink | expand | null).
     """
     leaders = partition_rows.where(
         (F.col("metric") == F.lit(M.PARTITION_ISR_COUNT.name)) & (F.col("value") > 0)
-    ).select("topic", "partition", "ts_ms", "broker", "value")
+    ).select("topic", "partition", "ts_ms", "broker", "value", _reporter().alias("reporter"))
     # Clustering by partition once serves both the de-duplication and the ordered window below.
     clustered = leaders.repartition("topic", "partition")
-    unique = clustered.groupBy("topic", "partition", "ts_ms").agg(
+    unique = clustered.groupBy("topic", "partition", "reporter", "ts_ms").agg(
         F.max("value").alias("isr"), F.max_by("broker", "value").alias("broker")
     )
-    ordered = Window.partitionBy("topic", "partition").orderBy("ts_ms")
+    ordered = Window.partitionBy("topic", "partition", "reporter").orderBy("ts_ms")
     previous = F.lag("isr").over(ordered)
     change = F.when(F.col("isr") < F.col("previous_isr"), "shrink").when(
         F.col("isr") > F.col("previous_isr"), "expand"
@@ -624,6 +639,12 @@ def isr_timeline(partition_rows: DataFrame) -> DataFrame:
         .withColumn("change", change)
         .select("topic", "partition", "ts_ms", "broker", "isr", "previous_isr", "change")
     )
+
+
+def _reporter() -> Column:
+    """Which broker's series a row belongs to where that matters: a whole topic's rows are one
+    series per broker; a partition's are one series whoever leads it (null)."""
+    return F.when(F.col("partition") == F.lit(TOPIC_PARTITION), F.col("broker"))
 
 
 def flap_cycles(timeline: DataFrame, flap_span_ms: int) -> DataFrame:
@@ -641,13 +662,21 @@ def flap_cycles(timeline: DataFrame, flap_span_ms: int) -> DataFrame:
         F.col("isr").alias("isr_after"),
     )
     expands = timeline.where(F.col("change") == "expand").select(
-        "topic", "partition", F.col("ts_ms").alias("expand_ms"), F.col("isr").alias("expanded_to")
+        "topic",
+        "partition",
+        F.col("ts_ms").alias("expand_ms"),
+        F.col("isr").alias("expanded_to"),
+        _reporter().alias("expand_reporter"),
     )
     after_shrink = F.col("expand_ms") > F.col("shrink_ms")
     within_span = F.col("expand_ms") <= F.col("shrink_ms") + F.lit(flap_span_ms)
     restores = F.col("expanded_to") >= F.col("isr_before")
-    recoveries = shrinks.join(expands, on=["topic", "partition"], how="inner").where(
-        after_shrink & within_span & restores
+    # A whole topic's shrink is undone only by the same broker's series (null-safe: partitions).
+    same_series = F.col("shrink_reporter").eqNullSafe(F.col("expand_reporter"))
+    recoveries = (
+        shrinks.withColumn("shrink_reporter", _reporter())
+        .join(expands, on=["topic", "partition"], how="inner")
+        .where(after_shrink & within_span & restores & same_series)
     )
     # The first expansion that restores the pre-shrink size is the recovery.
     cycles = recoveries.groupBy("topic", "partition", "broker", "shrink_ms", "isr_before", "isr_after").agg(
@@ -729,10 +758,12 @@ def partition_windows(
     placed = timeline.withColumn("window_start_ms", _window_start(F.col("ts_ms"), window_ms)).where(
         _complete(F.col("window_start_ms"), parameters)
     )
+    # A whole topic's ISR sums from different brokers are not one range (module docstring).
+    partition_isr = F.when(F.col("partition") != F.lit(TOPIC_PARTITION), F.col("isr"))
     isr = placed.groupBy(*keys, "window_start_ms").agg(
         F.count(F.lit(1)).alias("n_samples"),
-        F.min("isr").alias("isr_min"),
-        F.max("isr").alias("isr_max"),
+        F.min(partition_isr).alias("isr_min"),
+        F.max(partition_isr).alias("isr_max"),
         F.count(F.when(F.col("change") == "shrink", 1)).alias("isr_shrinks_observed"),
         F.count(F.when(F.col("change") == "expand", 1)).alias("isr_expands_observed"),
     )
