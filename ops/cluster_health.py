@@ -14,15 +14,16 @@ Two halves:
   only) to an ``admin`` actor, through the ``ask`` the caller passes (the Admin client's for the
   tool, the serving broker's own actor system for the HTTP endpoint).
 
-The restart rule (Strimzi's ``KafkaAvailability.canRoll``, in the brief's stricter form): broker N
-may restart now only if no partition it hosts would go below ``min.insync.replicas``, that is, for
-every partition whose ISR holds N, the ISR without N still has at least ``min.insync.replicas``
-members. A partition already under min ISR whose ISR holds N blocks too (it would lose one more),
-and so does a partition whose replication factor is not above its min ISR while N is in its ISR:
-such a topic can never lose a replica without refusing acks=all writes, so the check says so rather
-than letting the roll go on silently. A replica of N outside the ISR blocks nothing (its restart
-takes nothing from the ISR). A broker that is not live (not in the metadata's brokers) may always
-restart: it is already gone, and starting it again is how its partitions come back.
+The restart rule (Strimzi's ``KafkaAvailability.canRoll`` in its strict form; docs/operations.md
+§8.2): broker N may restart now only if no partition it hosts would go below
+``min.insync.replicas``, that is, for every partition whose ISR holds N, the ISR without N still has
+at least ``min.insync.replicas`` members. A partition already under min ISR whose ISR holds N
+blocks too (it would lose one more), and so does a partition whose replication factor is not above
+its min ISR while N is in its ISR: such a topic can never lose a replica without refusing acks=all
+writes, so the check says so rather than letting the roll go on silently. A replica of N outside
+the ISR blocks nothing (its restart takes nothing from the ISR). A broker that is not live (not in
+the metadata's brokers) may always restart: it is already gone, and starting it again is how its
+partitions come back.
 """
 
 from __future__ import annotations

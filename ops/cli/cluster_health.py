@@ -12,7 +12,8 @@ of the broker that answers (the same requests ``GET /v1/cluster/health`` makes).
 
 ``--wait SECONDS`` asks again every two seconds until the answer is yes (healthy; restart allowed)
 or the time is up, and prints the last answer: what the brokers' preStop hook runs, so that a
-rolling restart waits for the previous broker's partitions to be back in their ISRs.
+rolling restart waits for the previous broker's partitions to be back in their ISRs
+(docs/operations.md §8).
 
 Exit status: 0 healthy (with ``--broker``: restart allowed), 1 not healthy (restart refused), 2 bad
 options or the cluster could not be asked (one line on stderr).

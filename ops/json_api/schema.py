@@ -527,8 +527,8 @@ def _document() -> dict[str, Any]:
                     "constraint; with broker, whether it may restart now",
                     "description": "From this broker's metadata cache and the topics' "
                     "min.insync.replicas. A broker may restart only if every partition whose ISR holds it "
-                    "keeps at least min.insync.replicas in-sync replicas without it (docs/operations.md, "
-                    "Cluster health and rolling restarts). Always 200: the body says healthy or not.",
+                    "keeps at least min.insync.replicas in-sync replicas without it (docs/operations.md "
+                    "§8.2). Always 200: the body says healthy or not.",
                     "operationId": "getClusterHealth",
                     "parameters": [
                         _query(
