@@ -22,6 +22,8 @@ from ops.sim.plan import (
     LinkFault,
     PreferredElection,
     Produce,
+    Reassign,
+    ZooKeeperOutage,
 )
 from ops.sim.runner import SimOptions, run_seed
 from runtime.storage.fs import DiskFault
@@ -29,6 +31,37 @@ from runtime.storage.fs import DiskFault
 pytestmark = pytest.mark.sim
 
 REGRESSIONS: dict[str, tuple[int, list[Action], str]] = {
+    # A reassignment moved topic1-1 off broker 1 while broker 1 was down: its StopReplica(delete)
+    # was never sent and its log stayed. topic1 was deleted (1 no longer a replica, so not asked)
+    # and created again with a replica on 1, whose new partition started from the stale log
+    # (DeletedTopicStaysDeleted). The controller now deletes such replicas when their broker
+    # starts, and a broker deletes a stale log before a new partition starts on it.
+    "a-replica-removed-while-down-leaves-no-stale-log": (
+        179,
+        [
+            CreateTopic(600, 1, 2, 2),
+            CreateTopic(700, 2, 3, 2),
+            Produce(888, 2, 0, 14),
+            DeleteTopic(1011, 2),
+            Produce(1284, 2, 0, 2),
+            DeleteTopic(1347, 0),
+            ZooKeeperOutage(1885, 4537),
+            Reassign(2205, 1, 1, (2, 3, 1), None),
+            Produce(3761, 1, 0, 16),
+            Produce(4367, 1, 1, 10),
+            Produce(4450, 2, 1, 18),
+            LinkFault(5546, FaultKind.ONE_WAY_PARTITION, 3, 2, 7722, 0.0),
+            BrokerFault(5681, FaultKind.KILL, 1, 10503),
+            CreateTopic(6502, 1, 2, 3),
+            Produce(20762, 0, 1, 17),
+            DeleteTopic(20979, 1),
+            Produce(21123, 1, 0, 15),
+            Produce(45936, 1, 1, 2),
+            CreateTopic(46421, 1, 3, 2),
+            PreferredElection(46911, 2),
+        ],
+        "reassign topic1 partition 1",
+    ),
     # Topic deletion completed while broker 3 (isolated, still registered) never got its
     # StopReplica(delete); the topic created again served the deleted topic's records from broker 3.
     "deletion-waits-for-every-replica": (
