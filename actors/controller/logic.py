@@ -1262,6 +1262,9 @@ class ControllerLogic:
                     "%s: no live in-sync target replica in %s can lead yet", tp, list(completed.replicas)
                 )
                 return True
+        for replica in assignment.adding:
+            if context.replica_state(tp, replica) is ReplicaMachineState.NON_EXISTENT:
+                context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
         self._replicas_online([(tp, r) for r in assignment.adding if context.is_live(r)])
         yield from self._stop_removed_replicas(tp, list(assignment.removing))
         if not (yield from self._write_assignment(tp, completed)):
