@@ -49,7 +49,10 @@ _Ts = TypeVarTuple("_Ts")
 
 # subcommand -> (module, one-line description)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "cluster": ("ops.cli.cluster", "run a local cluster (cluster up)"),
+    "cluster": (
+        "ops.cli.cluster",
+        "run a local cluster (cluster up); partitions in trouble and the restart check (cluster health)",
+    ),
     "broker": ("ops.broker_main", "run one broker process (broker start --config FILE)"),
     "topics": ("ops.cli.topics", "create, describe, list, alter and delete topics"),
     "configs": (
