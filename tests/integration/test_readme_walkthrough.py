@@ -44,6 +44,17 @@ SKIPPED = {
     "actorlog sim --seed 42 --verbose": "the same run as `actorlog sim --seed 42`, printing its events",
     "actorlog verify run": "fault campaigns on real processes: tests/integration/test_verify_campaign.py",
     "actorlog broker start": "what `cluster up` runs for each broker (and Kubernetes)",
+    "actorlog cluster health --bootstrap-server localhost:9092 --broker 2 --wait": (
+        "the refused check above, asked again for two minutes "
+        "(tests/integration/test_cluster_health_processes.py runs --wait)"
+    ),
+}
+# Commands the README says end with another status than 0, and why.
+EXIT_CODES = {
+    "actorlog cluster health --bootstrap-server localhost:9092 --broker 2": (
+        1,
+        "orders has min.insync.replicas=3 on 3 replicas: no broker may restart",
+    ),
 }
 # Commands that run until Ctrl-C: started, seen working, then interrupted.
 FOREGROUND = {
@@ -273,7 +284,8 @@ async def test_the_using_actorlog_examples_work_as_written(workdir: Path, cluste
             else:
                 stdin = next((STDIN[p] for p in STDIN if command.startswith(p)), "")
                 code, out, err = await run(command, workdir, stdin=stdin)
-                assert code == 0, f"{command!r} exited {code}:\n{out}\n{err}"
+                expected = EXIT_CODES[command][0] if command in EXIT_CODES else 0
+                assert code == expected, f"{command!r} exited {code}, not {expected}:\n{out}\n{err}"
                 assert "Traceback" not in err, err
                 _check_output(command, out)
             ran.append(command)
@@ -316,5 +328,10 @@ def _check_output(command: str, out: str) -> None:
         assert re.search(r"^1000000 records sent, [\d.]+ records/sec", out, re.MULTILINE), out
     if command.startswith("actorlog perf consume"):
         assert out.strip(), out
+    if command == f"actorlog cluster health --bootstrap-server {BOOTSTRAP} --broker 2":
+        assert "Restart of broker 2: REFUSED" in out, out
+        assert "orders" in out, out
+    if command == f"actorlog cluster health --bootstrap-server {BOOTSTRAP}":
+        assert "Cluster:" in out, out
     if command.startswith("actorlog dump-log"):
         assert "baseOffset: 0" in out, out
