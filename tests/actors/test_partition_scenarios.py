@@ -14,9 +14,18 @@ import random
 import pytest
 
 from actors.common.errors import ErrorCode
-from actors.server.replica.messages import AppendRecords, PartitionAppendResult, ReadRecords
+from actors.server.replica.messages import (
+    AppendAsFollower,
+    AppendRecords,
+    GetFollowerLogState,
+    NotifyOnChange,
+    PartitionAppendResult,
+    PartitionChanged,
+    ReadRecords,
+    TruncateTo,
+)
 from actors.server.replica.partition_state import LeaderAndIsr, Role
-from runtime.effects import Effect, Pipe
+from runtime.effects import Effect, Pipe, Tell
 from runtime.storage.log_manager import LogManager
 from tests.support.partition_driver import PartitionDriver, error_of, records, replies_to
 
@@ -499,6 +508,35 @@ async def test_deposed_leader_fences_a_fetch_with_its_old_epoch() -> None:
         error_of(await driver.consumer_fetch(0, current_leader_epoch=6)) is ErrorCode.NOT_LEADER_OR_FOLLOWER
     )
     assert error_of(await driver.consumer_fetch(0)) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+async def test_each_role_refuses_the_other_roles_messages_as_kafka_does() -> None:
+    """The role table: a leader refuses the fetcher's requests (NOT_LEADER_OR_FOLLOWER, the log
+    untouched); a follower refuses produce, answers a broker waiting for a change at once and
+    ignores the ISR tick; a partition not yet told its role refuses both sides. A follower's own
+    requests are fenced on their leader epoch."""
+    leader = await leader_driver(seeded=4, isr=(L, F), epoch=5)
+    assert (await leader.ask_reply(GetFollowerLogState(5))).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (await leader.ask_reply(TruncateTo(5, 0))).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    refused = await leader.ask_reply(AppendAsFollower(5, 4, records(2, base_offset=4), 0, 0))
+    assert (refused.error_code, leader.log.log_end_offset) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, 4)
+
+    follower = await PartitionDriver(broker_id=F).start()
+    follower.seed_log(4)
+    await follower.become_follower(leader=L, leader_epoch=5, isr=(L, F), replicas=(L, F))
+    assert (await follower.produce_reply(records(1))).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    told = await follower.tell(NotifyOnChange(seen_log_end_offset=4, seen_high_watermark=0))
+    assert [e.message for e in told if isinstance(e, Tell)] == [PartitionChanged(follower.tp)]
+    assert await follower.maybe_shrink_isr() == []
+    for epoch, expected in [(4, ErrorCode.FENCED_LEADER_EPOCH), (6, ErrorCode.UNKNOWN_LEADER_EPOCH)]:
+        assert (await follower.ask_reply(GetFollowerLogState(epoch))).error_code is expected
+    state = await follower.ask_reply(GetFollowerLogState(5))
+    assert (state.error_code, state.log_end_offset) == (ErrorCode.NONE, 4)
+
+    offline = await PartitionDriver(broker_id=F2).start()
+    assert (await offline.ask_reply(GetFollowerLogState(0))).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert error_of(await offline.consumer_fetch(0)) is ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert (await offline.produce_reply(records(1))).error_code is ErrorCode.NOT_LEADER_OR_FOLLOWER
 
 
 # ------------------------------------------------------------------------------- helpers

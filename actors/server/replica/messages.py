@@ -25,6 +25,7 @@ __all__ = [
     "FetchOffsetForTimestamp",
     "FollowerAppendResult",
     "FollowerLogState",
+    "FollowerRequest",
     "GetFollowerLogState",
     "IsrChangeRecorded",
     "LastOffsetForLeaderEpoch",
@@ -271,6 +272,12 @@ class FollowerAppendResult:
     high_watermark: int = -1
     appended_bytes: int = 0
     error_message: str | None = None
+
+
+# The replica fetcher's requests: a follower takes them, any other role refuses them.
+FollowerRequest: TypeAlias = (
+    GetFollowerLogState | TruncateOnLeaderEpoch | TruncateTo | TruncateFullyAndStartAt | AppendAsFollower
+)
 
 
 PartitionCommand: TypeAlias = (

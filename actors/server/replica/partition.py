@@ -9,6 +9,17 @@ ticks ``MaybeShrinkIsr`` every ``replica.lag.time.max.ms / 2``. The replica fetc
 drives the follower side (truncation, appends). Everything is one mailbox: the reader/writer lock of
 Kafka's ``Partition`` becomes "one message at a time, no awaits".
 
+Roles
+-----
+The role is a type: ``Offline`` (hosted, serving nothing; maybe without a log), ``Leader`` or
+``Follower`` (each holding its log, so neither ever checks for a missing one). One table,
+``ROLE_ONLY_MESSAGES``, says which messages only one role takes; ``_refuse`` answers them in any
+other role the way Kafka does. The Kafka requests (produce, fetch, OffsetsForLeaderEpoch,
+ListOffsets) and the fetcher's requests all find their log through one ``local_log``
+(Kafka's ``getLocalLog``): KIP-320 fencing of the request's leader epoch first, then the role.
+``PartitionState`` keeps the role's rules (ISR, HW, follower progress) and is told every change
+together with the role.
+
 Leader:
 * ``AppendRecords`` (produce): acks=-1 is refused with NOT_ENOUGH_REPLICAS when the committed ISR is
   below ``min.insync.replicas``; otherwise the batch is appended as leader (offsets from the LEO,
@@ -28,14 +39,14 @@ Leader:
   broker asked (``NotifyOnChange``), the broker gets one ``PartitionChanged`` to re-check parked
   fetches.
 
-Follower (the handlers live in ``follower.py``):
+Follower (the log operations live in ``follower.py``):
 * The fetcher asks for the log's latest epoch (``GetFollowerLogState``), reports the leader's
   OffsetsForLeaderEpoch answer (``TruncateOnLeaderEpoch``, decided by ``truncation.py``), and appends
   fetched batches byte for byte (``AppendAsFollower``), after which the follower HW becomes
   min(leader HW, LEO). Every follower-side request names the leader epoch it was built for; a request
-  for another epoch, or reaching a partition that is no longer a follower, is refused with
-  FENCED_LEADER_EPOCH or NOT_LEADER_OR_FOLLOWER, so a fetcher can never apply data across a
-  leadership change.
+  reaching a partition that is no longer a follower is refused with NOT_LEADER_OR_FOLLOWER, one for
+  another epoch with FENCED_LEADER_EPOCH or UNKNOWN_LEADER_EPOCH, so a fetcher can never apply data
+  across a leadership change.
 
 Statistics: ``statistics.py``.
 
@@ -71,6 +82,7 @@ from actors.server.replica.messages import (
     BecomeLeader,
     CreateLog,
     FetchOffsetForTimestamp,
+    FollowerRequest,
     GetFollowerLogState,
     IsrChangeRecorded,
     LastOffsetForLeaderEpoch,
@@ -171,6 +183,51 @@ PartitionMessage: TypeAlias = (
 )
 
 
+# ------------------------------------------------------------------------------------ roles
+
+
+@dataclass(frozen=True, slots=True)
+class Offline:
+    """Hosted but serving nothing: not yet told its role, or stopped (StopReplica). The log may
+    exist (loaded at start-up, created by CreateLog, kept by a StopReplica without delete)."""
+
+    log: Log | None
+
+
+@dataclass(frozen=True, slots=True)
+class Leader:
+    """Leader of ``PartitionState.leader_epoch``: serves produce and fetch, owns the ISR."""
+
+    log: Log
+
+
+@dataclass(frozen=True, slots=True)
+class Follower:
+    """Follower of ``PartitionState.leader_id`` in ``leader_epoch``: the replica fetcher drives it."""
+
+    log: Log
+
+
+PartitionRole: TypeAlias = Offline | Leader | Follower
+
+# The messages only one role accepts (h11's style: one table, not a guard in every handler). Every
+# other message is taken in any role: role changes, configuration, flushes, recovery, and the Kafka
+# requests, which find their log through ``local_log`` as Kafka's ``getLocalLog`` does (the epoch
+# first, then the role). A role-only message reaching another role gets ``_refuse``'s answer.
+_LEADER_ONLY: frozenset[type] = frozenset(
+    {NotifyOnChange, MaybeShrinkIsr, _IsrWriteDone, _RetryIsrWrite, _ProduceExpired}
+)
+_FOLLOWER_ONLY: frozenset[type] = frozenset(
+    {GetFollowerLogState, TruncateOnLeaderEpoch, TruncateTo, TruncateFullyAndStartAt, AppendAsFollower}
+)
+ROLE_ONLY_MESSAGES: dict[type[PartitionRole], frozenset[type]] = {
+    Offline: frozenset(),
+    Leader: _LEADER_ONLY,
+    Follower: _FOLLOWER_ONLY,
+}
+_ROLE_ONLY = _LEADER_ONLY | _FOLLOWER_ONLY
+
+
 def _error_code_of(error: StorageError) -> ErrorCode:
     name = getattr(error, "error_name", "UNKNOWN_SERVER_ERROR")
     try:
@@ -205,7 +262,7 @@ class PartitionActor(Actor[PartitionMessage]):
         self.broker = broker
         self.state = PartitionState(tp, config.broker_id)
         self.policy = config.topic_policy()
-        self.log: Log | None = log_manager.get_log(tp)
+        self.role: PartitionRole = Offline(log_manager.get_log(tp))
         self.purgatory = ProducePurgatory()
         self.counters = PartitionCounters()
         self._produce_ids = itertools.count(1)
@@ -237,7 +294,14 @@ class PartitionActor(Actor[PartitionMessage]):
         self.log_manager.mark_offline(f"{self.tp}: {error}")
         ctx.halt_node(f"log directory {self.log_manager.log_dir} failed ({self.tp}): {error}")
 
+    @property
+    def log(self) -> Log | None:
+        return self.role.log
+
     def _dispatch(self, ctx: Context[PartitionMessage], message: PartitionMessage) -> None:
+        if type(message) in _ROLE_ONLY and type(message) not in ROLE_ONLY_MESSAGES[type(self.role)]:
+            self._refuse(ctx, message)
+            return
         match message:
             case BecomeLeader():
                 self._on_become_leader(ctx, message)
@@ -252,14 +316,10 @@ class PartitionActor(Actor[PartitionMessage]):
                 self.policy = message.policy
                 if self.log is not None:
                     self.log.update_config(message.log_config)
-            case MaybeShrinkIsr():
-                self._on_maybe_shrink_isr(ctx)
             case MaybeFlush():
                 # Kafka's flushDirtyLogs: the whole log, once flush.ms passed since the last flush.
                 if self.log is not None and self.log.flush_due(ctx.now_ms):
                     self._request_flush(ctx, self.log.log_end_offset)
-            case NotifyOnChange():
-                self._on_notify_on_change(ctx, message)
             case AppendRecords():
                 self._on_append_records(ctx, message)
             case ReadRecords():
@@ -268,43 +328,81 @@ class PartitionActor(Actor[PartitionMessage]):
                 self._on_last_offset_for_leader_epoch(ctx, message)
             case FetchOffsetForTimestamp():
                 self._on_fetch_offset_for_timestamp(ctx, message)
-            case GetFollowerLogState():
-                ctx.reply(follower.log_state(self.state, self.log, message))
-            case TruncateOnLeaderEpoch():
-                ctx.reply(
-                    follower.truncate_on_leader_epoch(
-                        ctx,
-                        self.state,
-                        self.log,
-                        self.log_manager,
-                        message,
-                        to_high_watermark=self._truncate_to_high_watermark,
-                    )
-                )
-            case TruncateTo():
-                ctx.reply(follower.truncate_to(ctx, self.state, self.log, self.log_manager, message))
-            case TruncateFullyAndStartAt():
-                ctx.reply(
-                    follower.truncate_fully_and_start_at(ctx, self.state, self.log, self.log_manager, message)
-                )
-            case AppendAsFollower():
-                self._on_append_as_follower(ctx, message)
+            case NotifyOnChange():
+                self._on_notify_on_change(ctx, self._leader(), message)
+            case MaybeShrinkIsr():
+                self._on_maybe_shrink_isr(ctx, self._leader())
             case _IsrWriteDone():
-                self._on_isr_write_done(ctx, message)
+                self._on_isr_write_done(ctx, self._leader(), message)
             case _RetryIsrWrite():
                 if self._isr_write_still_wanted(message.proposal):
                     self._write_isr(ctx, message.proposal, expanding=message.expanding)
+            case _ProduceExpired():
+                self._on_produce_expired(ctx, message)
+            case (
+                GetFollowerLogState()
+                | TruncateOnLeaderEpoch()
+                | TruncateTo()
+                | TruncateFullyAndStartAt()
+                | AppendAsFollower()
+            ):
+                self._on_follower_request(ctx, message)
             case _ZkStateRead():
                 self._on_zk_state_read(ctx, message)
             case _RecoverAgain():
                 if message.generation == self._recovery_generation:
                     self._recover_leadership(ctx)
-            case _ProduceExpired():
-                self._on_produce_expired(ctx, message)
             case _FlushDone():
                 self._on_flush_done(ctx, message)
             case _:
                 assert_never(message)
+
+    def _refuse(self, ctx: Context[PartitionMessage], message: PartitionMessage) -> None:
+        """A role-only message in another role, answered as Kafka answers it: a fetcher's request
+        reaching a partition that is no longer its follower gets NOT_LEADER_OR_FOLLOWER; a broker
+        waiting for a change hears at once that it must look again; a leader's tick or a
+        leader's own completion (ISR write, produce timeout) left over from before the change is
+        dropped (the role change already answered what was waiting)."""
+        match message:
+            case (
+                GetFollowerLogState()
+                | TruncateOnLeaderEpoch()
+                | TruncateTo()
+                | TruncateFullyAndStartAt()
+                | AppendAsFollower()
+            ):
+                ctx.reply(follower.refused(message, ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            case NotifyOnChange():
+                ctx.tell(self.broker, PartitionChanged(self.tp))
+            case MaybeShrinkIsr() | _IsrWriteDone() | _RetryIsrWrite() | _ProduceExpired():
+                pass
+            case _:
+                raise AssertionError(f"{self.tp}: {type(message).__name__} is not a role-only message")
+
+    def _leader(self) -> Leader:
+        role = self.role
+        assert isinstance(role, Leader), f"{self.tp}: the role table let a leader-only message through"
+        return role
+
+    def local_log(self, current_leader_epoch: int, *, require_leader: bool) -> Log | ErrorCode:
+        """The log a request may act on, or why not (Kafka's ``Partition.getLocalLog``): the
+        request's leader epoch is fenced first (KIP-320: FENCED_LEADER_EPOCH below ours,
+        UNKNOWN_LEADER_EPOCH above; NO_PARTITION_LEADER_EPOCH skips the check), so a client on an
+        older epoch is fenced even by a replica that is no longer leader; then a request that needs
+        the leader gets NOT_LEADER_OR_FOLLOWER anywhere else, and one that needs only a replica gets
+        REPLICA_NOT_AVAILABLE where there is no log."""
+        epoch = self.state.leader_epoch
+        if current_leader_epoch != NO_PARTITION_LEADER_EPOCH and current_leader_epoch < epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        if current_leader_epoch != NO_PARTITION_LEADER_EPOCH and current_leader_epoch > epoch:
+            return ErrorCode.UNKNOWN_LEADER_EPOCH
+        match self.role:
+            case Leader(log=log):
+                return log
+            case Follower(log=log) | Offline(log=Log() as log) if not require_leader:
+                return log
+            case _:
+                return ErrorCode.NOT_LEADER_OR_FOLLOWER if require_leader else ErrorCode.REPLICA_NOT_AVAILABLE
 
     def on_start(self, ctx: Context[PartitionMessage]) -> None:
         # The broker's last word on our role (also after a supervisor restart, which loses it).
@@ -331,14 +429,17 @@ class PartitionActor(Actor[PartitionMessage]):
     # ------------------------------------------------------------------------------ role changes
 
     def _ensure_log(self, ctx: Context[PartitionMessage], log_config: LogConfig) -> Log:
-        if self.log is None:
-            self.log = self.log_manager.get_or_create_log(
+        log = self.role.log
+        if log is None:
+            # Only an offline partition can be without a log.
+            log = self.log_manager.get_or_create_log(
                 self.tp, log_config, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms
             )
-        if self.log.config != log_config:
+            self.role = Offline(log)
+        if log.config != log_config:
             # A log loaded at start-up has the broker defaults: the topic's overrides apply now.
-            self.log.update_config(log_config)
-        return self.log
+            log.update_config(log_config)
+        return log
 
     def _recover_leadership(self, ctx: Context[PartitionMessage]) -> None:
         self._recovery_generation += 1
@@ -402,6 +503,7 @@ class PartitionActor(Actor[PartitionMessage]):
             adding_replicas=state.adding_replicas,
             removing_replicas=state.removing_replicas,
         )
+        self.role = Leader(log)
         missing = log.missing_flushed_offsets
         if missing is not None and log.log_end_offset < missing[1]:
             # Loading found flushed records gone from this replica's files, and it has not fetched
@@ -414,12 +516,12 @@ class PartitionActor(Actor[PartitionMessage]):
             )  # fmt: skip
         # KIP-279: cache the new epoch at once, so followers asking about it get an answer even
         # before this leader writes anything in it.
-        log.leader_epoch_cache.assign(state.leader_epoch, log.log_end_offset)
+        log.maybe_assign_epoch_start_offset(state.leader_epoch, log.log_end_offset)
         state_change(
             ctx.log, str(self.tp), previous, self._describe_role(), "LeaderAndIsr",
             isr=list(state.isr), zk_version=state.zk_version, log_end_offset=log.log_end_offset,
         )  # fmt: skip
-        self._maybe_increment_high_watermark(ctx)
+        self._maybe_increment_high_watermark(ctx, log)
         self._changed(ctx)
 
     def _on_become_follower(self, ctx: Context[PartitionMessage], message: BecomeFollower) -> None:
@@ -438,12 +540,13 @@ class PartitionActor(Actor[PartitionMessage]):
             adding_replicas=state.adding_replicas,
             removing_replicas=state.removing_replicas,
         )
+        self.role = Follower(log)
         # Produces waiting for acks on a leader that is no more can never be answered for sure.
         self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if self._truncate_to_high_watermark:
             # The negative control, as Kafka did before KIP-101: cut at once, before the new leader
             # has answered anything (the fetcher's truncation then finds nothing more to cut).
-            follower.truncate_to_high_watermark(ctx, self.state, log, self.log_manager)
+            self._truncate(ctx, log, log.high_watermark, cause="high watermark (negative control)")
         state_change(
             ctx.log, str(self.tp), previous, self._describe_role(), "LeaderAndIsr",
             high_watermark=log.high_watermark, log_end_offset=log.log_end_offset,
@@ -454,6 +557,7 @@ class PartitionActor(Actor[PartitionMessage]):
         previous = self._describe_role()
         self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
         self.state.make_offline()
+        self.role = Offline(self.role.log)
         error = ErrorCode.NONE
         if message.delete:
             try:
@@ -466,7 +570,7 @@ class PartitionActor(Actor[PartitionMessage]):
                     ctx.reply(ReplicaStopped(error_code=ErrorCode.KAFKA_STORAGE_ERROR))
                 self._log_dir_failed(ctx, failure, message)
                 return
-            self.log = None
+            self.role = Offline(None)
         state_change(ctx.log, str(self.tp), previous, "offline", "StopReplica", delete=message.delete)
         if ctx.requester is not None:
             ctx.reply(ReplicaStopped(error_code=error))
@@ -484,11 +588,10 @@ class PartitionActor(Actor[PartitionMessage]):
 
     def _on_append_records(self, ctx: Context[PartitionMessage], message: AppendRecords) -> None:
         self.counters.produce_requests_total += 1
-        log = self.log
-        if not self.state.is_leader or log is None:
-            self._reply_append_error(
-                ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.config.broker_id} is not the leader"
-            )
+        # Kafka 2.4's produce names no leader epoch: only the leadership is checked.
+        log = self.local_log(NO_PARTITION_LEADER_EPOCH, require_leader=True)
+        if isinstance(log, ErrorCode):
+            self._reply_append_error(ctx, log, f"broker {self.config.broker_id} is not the leader")
             return
         if (
             message.acks == -1
@@ -510,28 +613,26 @@ class PartitionActor(Actor[PartitionMessage]):
             self._reply_append_error(ctx, _error_code_of(error), str(error))
             return
         if info.first_offset < 0:
-            ctx.reply(PartitionAppendResult(ErrorCode.NONE, log_start_offset=log.log_start_offset))
+            ctx.reply(self._appended(log, acks_all=False))
             return
         if not info.duplicate:
             self.counters.bytes_in_total += info.valid_bytes
             self.counters.messages_in_total += info.record_count
         if info.flush_up_to_offset is not None:
             self._request_flush(ctx, info.flush_up_to_offset)
-        result = PartitionAppendResult(
-            ErrorCode.NONE,
-            base_offset=info.first_offset,
-            log_append_time_ms=info.log_append_time_ms,
-            log_start_offset=log.log_start_offset,
-            record_count=info.record_count,
-        )
-        self._maybe_increment_high_watermark(ctx)
+        self._maybe_increment_high_watermark(ctx, log)
         self._changed(ctx)
-        if message.acks != -1:
-            ctx.reply(result)
-            return
         required_offset = info.last_offset + 1
-        if log.high_watermark >= required_offset:
-            ctx.reply(self._acked(result))
+        if message.acks != -1 or log.high_watermark >= required_offset:
+            ctx.reply(
+                self._appended(
+                    log,
+                    acks_all=message.acks == -1,
+                    base_offset=info.first_offset,
+                    log_append_time_ms=info.log_append_time_ms,
+                    record_count=info.record_count,
+                )
+            )
             return
         requester = ctx.requester
         if requester is None:
@@ -550,45 +651,64 @@ class PartitionActor(Actor[PartitionMessage]):
             ("produce", produce.produce_id), _ProduceExpired(produce.produce_id), message.timeout_ms
         )
 
+    def _appended(
+        self,
+        log: Log,
+        *,
+        acks_all: bool,
+        base_offset: int = -1,
+        log_append_time_ms: int = -1,
+        record_count: int = 0,
+    ) -> PartitionAppendResult:
+        """The answer to an append that reached the log (no offsets: it held no records). An acks=-1
+        append the HW has reached is NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND when the ISR shrank
+        below min.insync.replicas meanwhile (the data is in the log either way)."""
+        error, text = ErrorCode.NONE, None
+        if (
+            acks_all
+            and len(self.state.isr) < self.policy.min_insync_replicas
+            and ProtocolFault.SKIP_MIN_INSYNC_CHECK not in self.config.protocol_faults
+        ):
+            error = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            text = (
+                f"the ISR {sorted(self.state.isr)} shrank below min.insync.replicas "
+                f"{self.policy.min_insync_replicas} (the data is in the log)"
+            )
+        return PartitionAppendResult(
+            error_code=error,
+            base_offset=base_offset,
+            log_append_time_ms=log_append_time_ms,
+            log_start_offset=log.log_start_offset,
+            error_message=text,
+            record_count=record_count,
+        )
+
+    @staticmethod
+    def _append_failed(
+        error: ErrorCode, text: str, *, base_offset: int = -1, log_start_offset: int = -1
+    ) -> PartitionAppendResult:
+        """The answer to an append refused, or whose fate is unknown (``base_offset`` set)."""
+        return PartitionAppendResult(
+            error_code=error, base_offset=base_offset, log_start_offset=log_start_offset, error_message=text
+        )
+
     def _reply_append_error(self, ctx: Context[PartitionMessage], error: ErrorCode, text: str) -> None:
         self.counters.failed_produce_requests_total += 1
         log_start = self.log.log_start_offset if self.log is not None else -1
         if ctx.requester is not None:
-            ctx.reply(PartitionAppendResult(error, log_start_offset=log_start, error_message=text))
+            ctx.reply(self._append_failed(error, text, log_start_offset=log_start))
 
-    def _acked(self, result: PartitionAppendResult) -> PartitionAppendResult:
-        """An acks=-1 append the HW has reached: NONE, or NOT_ENOUGH_REPLICAS_AFTER_APPEND."""
-        if (
-            len(self.state.isr) >= self.policy.min_insync_replicas
-            or ProtocolFault.SKIP_MIN_INSYNC_CHECK in self.config.protocol_faults
-        ):
-            return result
-        return PartitionAppendResult(
-            ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND,
-            base_offset=result.base_offset,
-            log_append_time_ms=result.log_append_time_ms,
-            log_start_offset=result.log_start_offset,
-            error_message=f"the ISR {sorted(self.state.isr)} shrank below min.insync.replicas "
-            f"{self.policy.min_insync_replicas} (the data is in the log)",
-            record_count=result.record_count,
-        )
-
-    def _complete_delayed_produces(self, ctx: Context[PartitionMessage]) -> None:
-        log = self.log
-        if log is None or not len(self.purgatory):
-            return
+    def _complete_delayed_produces(self, ctx: Context[PartitionMessage], log: Log) -> None:
         for produce in self.purgatory.complete_up_to(log.high_watermark):
             ctx.cancel_timer(("produce", produce.produce_id))
             ctx.reply_to(
                 produce.requester,
-                self._acked(
-                    PartitionAppendResult(
-                        ErrorCode.NONE,
-                        base_offset=produce.base_offset,
-                        log_append_time_ms=produce.log_append_time_ms,
-                        log_start_offset=log.log_start_offset,
-                        record_count=produce.record_count,
-                    )
+                self._appended(
+                    log,
+                    acks_all=True,
+                    base_offset=produce.base_offset,
+                    log_append_time_ms=produce.log_append_time_ms,
+                    record_count=produce.record_count,
                 ),
             )
 
@@ -599,11 +719,11 @@ class PartitionActor(Actor[PartitionMessage]):
         self.counters.delayed_produce_expires_total += 1
         ctx.reply_to(
             produce.requester,
-            PartitionAppendResult(
+            self._append_failed(
                 ErrorCode.REQUEST_TIMED_OUT,
-                base_offset=produce.base_offset,
-                error_message=f"the high watermark did not reach {produce.required_offset} in time "
+                f"the high watermark did not reach {produce.required_offset} in time "
                 "(the records are in the leader's log; their fate is unknown)",
+                base_offset=produce.base_offset,
             ),
         )
 
@@ -611,21 +731,10 @@ class PartitionActor(Actor[PartitionMessage]):
         for produce in self.purgatory.drain():
             ctx.cancel_timer(("produce", produce.produce_id))
             ctx.reply_to(
-                produce.requester,
-                PartitionAppendResult(error, error_message=f"partition {self.tp} is no longer led here"),
+                produce.requester, self._append_failed(error, f"partition {self.tp} is no longer led here")
             )
 
     # --------------------------------------------------------------------------------- fetch
-
-    def _check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
-        """KIP-320 fencing of a request that names the leader epoch it expects."""
-        if current_leader_epoch == NO_PARTITION_LEADER_EPOCH:
-            return ErrorCode.NONE
-        if current_leader_epoch < self.state.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH
-        if current_leader_epoch > self.state.leader_epoch:
-            return ErrorCode.UNKNOWN_LEADER_EPOCH
-        return ErrorCode.NONE
 
     def _fetch_error(self, error: ErrorCode, text: str) -> PartitionReadResult:
         return PartitionReadResult(
@@ -637,22 +746,15 @@ class PartitionActor(Actor[PartitionMessage]):
     def _on_read_records(self, ctx: Context[PartitionMessage], message: ReadRecords) -> None:
         if message.update_follower_state:
             self.counters.fetch_requests_total += 1
-        log = self.log
-        # The epoch first, then the leadership (Kafka's localLogWithEpochOrException): a client
-        # on an older epoch is fenced even by a replica that is no longer leader.
-        epoch_error = self._check_leader_epoch(message.current_leader_epoch)
-        if epoch_error is not ErrorCode.NONE:
+        log = self.local_log(message.current_leader_epoch, require_leader=True)
+        if isinstance(log, ErrorCode):
             self.counters.failed_fetch_requests_total += 1
-            ctx.reply(self._fetch_error(epoch_error, f"request epoch {message.current_leader_epoch}, "
-                                        f"leader epoch {self.state.leader_epoch}"))  # fmt: skip
-            return
-        if not self.state.is_leader or log is None:
-            self.counters.failed_fetch_requests_total += 1
-            ctx.reply(
-                self._fetch_error(
-                    ErrorCode.NOT_LEADER_OR_FOLLOWER, f"broker {self.config.broker_id} is not the leader"
-                )
+            text = (
+                f"broker {self.config.broker_id} is not the leader"
+                if log is ErrorCode.NOT_LEADER_OR_FOLLOWER
+                else f"request epoch {message.current_leader_epoch}, leader epoch {self.state.leader_epoch}"
             )
+            ctx.reply(self._fetch_error(log, text))
             return
         from_follower = message.replica_id >= 0
         replica = self.state.remote_replicas.get(message.replica_id) if from_follower else None
@@ -710,7 +812,7 @@ class PartitionActor(Actor[PartitionMessage]):
                 if self.state.expansion_candidate(message.replica_id, log.high_watermark):
                     self._write_isr(ctx, self.state.begin_expand(message.replica_id), expanding=True)
                 if replica.log_end_offset != previous_log_end_offset:
-                    self._maybe_increment_high_watermark(ctx)
+                    self._maybe_increment_high_watermark(ctx, log)
             else:
                 replica.last_sent_high_watermark = high_watermark
         else:
@@ -752,13 +854,9 @@ class PartitionActor(Actor[PartitionMessage]):
                 end_offset=offset,
             )
 
-        epoch_error = self._check_leader_epoch(message.current_leader_epoch)
-        if epoch_error is not ErrorCode.NONE:
-            ctx.reply(result(epoch_error))
-            return
-        log = self.log
-        if not self.state.is_leader or log is None:
-            ctx.reply(result(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        log = self.local_log(message.current_leader_epoch, require_leader=True)
+        if isinstance(log, ErrorCode):
+            ctx.reply(result(log))
             return
         found = log.end_offset_for_epoch(message.leader_epoch)
         ctx.reply(result(ErrorCode.NONE) if found is None else result(ErrorCode.NONE, found[0], found[1]))
@@ -783,13 +881,9 @@ class PartitionActor(Actor[PartitionMessage]):
                 offset=offset, leader_epoch=leader_epoch,
             )  # fmt: skip
 
-        epoch_error = self._check_leader_epoch(message.current_leader_epoch)
-        if epoch_error is not ErrorCode.NONE:
-            ctx.reply(result(epoch_error))
-            return
-        log = self.log
-        if not self.state.is_leader or log is None:
-            ctx.reply(result(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+        log = self.local_log(message.current_leader_epoch, require_leader=True)
+        if isinstance(log, ErrorCode):
+            ctx.reply(result(log))
             return
         is_client_request = message.replica_id < 0
         last_fetchable_offset = log.high_watermark if is_client_request else log.log_end_offset
@@ -830,9 +924,51 @@ class PartitionActor(Actor[PartitionMessage]):
                 ctx.reply(result(ErrorCode.NONE))
 
     # -------------------------------------------------------------------------- follower side
+    # The role table lets these reach a follower only; ``local_log`` then fences the leader epoch
+    # the fetcher built the request for, so no data or truncation crosses a leadership change.
 
-    def _on_append_as_follower(self, ctx: Context[PartitionMessage], message: AppendAsFollower) -> None:
-        result, flush_up_to_offset = follower.append_as_follower(ctx, self.state, self.log, message)
+    def _on_follower_request(self, ctx: Context[PartitionMessage], message: FollowerRequest) -> None:
+        log = self.local_log(message.leader_epoch, require_leader=False)
+        if isinstance(log, ErrorCode):
+            ctx.reply(follower.refused(message, log))
+            return
+        match message:
+            case GetFollowerLogState():
+                ctx.reply(follower.log_state(log))
+            case TruncateOnLeaderEpoch() if self._truncate_to_high_watermark:
+                # The simulation's negative control (ProtocolFault): the pre-KIP-101 rule, cutting
+                # to the local high watermark whatever the leader answered.
+                self._truncate(ctx, log, log.high_watermark, cause="high watermark (negative control)")
+                ctx.reply(follower.truncated(log, complete=True))
+            case TruncateOnLeaderEpoch():
+                decision = follower.truncation_on_leader_epoch(log, message)
+                cause = f"leader epoch {message.leader_epoch_answer} ends at {message.end_offset}"
+                self._truncate(ctx, log, decision.offset, cause=cause)
+                ctx.reply(follower.truncated(log, complete=decision.complete))
+            case TruncateTo():
+                self._truncate(ctx, log, message.offset, cause="fetcher")
+                ctx.reply(follower.truncated(log, complete=True))
+            case TruncateFullyAndStartAt():
+                ctx.log.info("%s: truncating fully and restarting at %d", self.tp, message.offset)
+                log.truncate_fully_and_start_at(
+                    message.offset, now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms
+                )
+                self.log_manager.checkpoint_recovery_points()
+                ctx.reply(follower.truncated(log, complete=True))
+            case AppendAsFollower():
+                self._append_as_follower(ctx, log, message)
+            case _:
+                assert_never(message)
+
+    def _truncate(self, ctx: Context[PartitionMessage], log: Log, offset: int, *, cause: str) -> None:
+        before = log.log_end_offset
+        if self.log_manager.truncate_to(self.tp, offset, now_ms=ctx.now_ms):
+            ctx.log.info("%s: truncated from %d to %d (%s)", self.tp, before, log.log_end_offset, cause)
+
+    def _append_as_follower(
+        self, ctx: Context[PartitionMessage], log: Log, message: AppendAsFollower
+    ) -> None:
+        result, flush_up_to_offset = follower.append_as_follower(ctx, log, message)
         self.counters.replication_bytes_in_total += result.appended_bytes
         if self.config.broker_id in self.state.adding_replicas:
             self.counters.reassignment_bytes_in_total += result.appended_bytes
@@ -842,10 +978,8 @@ class PartitionActor(Actor[PartitionMessage]):
 
     # ----------------------------------------------------------------------------- ISR changes
 
-    def _on_maybe_shrink_isr(self, ctx: Context[PartitionMessage]) -> None:
-        log = self.log
-        if log is None:
-            return
+    def _on_maybe_shrink_isr(self, ctx: Context[PartitionMessage], leader: Leader) -> None:
+        log = leader.log
         out_of_sync = self.state.out_of_sync_replicas(
             log.log_end_offset, ctx.now_ms, self.config.replica_lag_time_max_ms
         )
@@ -876,18 +1010,17 @@ class PartitionActor(Actor[PartitionMessage]):
         ctx.pipe_to_self(operation, lambda version: _IsrWriteDone(proposal, expanding, version), failed)
 
     def _isr_write_still_wanted(self, proposal: LeaderAndIsr) -> bool:
-        state = self.state
-        return state.is_leader and state.leader_epoch == proposal.leader_epoch and state.isr_change_in_flight
+        """Not if the leader epoch moved on, or the change was resolved meanwhile (the role table
+        already dropped the write of a partition that is no longer leader)."""
+        return self.state.leader_epoch == proposal.leader_epoch and self.state.isr_change_in_flight
 
-    def _on_isr_write_done(self, ctx: Context[PartitionMessage], message: _IsrWriteDone) -> None:
+    def _on_isr_write_done(
+        self, ctx: Context[PartitionMessage], leader: Leader, message: _IsrWriteDone
+    ) -> None:
         state = self.state
         proposal = message.proposal
-        if (
-            not state.is_leader
-            or state.leader_epoch != proposal.leader_epoch
-            or not state.isr_change_in_flight
-        ):
-            return  # the role changed while the write was in flight; the controller's state rules
+        if not self._isr_write_still_wanted(proposal):
+            return  # the leader epoch changed while the write was in flight; the controller's state rules
         if message.unknown:
             # Resolve it, do not assume it failed (Kafka's checkLeaderAndIsrZkData on the retry):
             # the change stays in flight (the HW keeps counting the maximal ISR) and the same
@@ -922,7 +1055,7 @@ class PartitionActor(Actor[PartitionMessage]):
                 f" ({message.reason})" if message.reason else "",
             )  # fmt: skip
         # Whatever happened, the ISR may now allow the HW to move (a shrink to just the leader).
-        self._maybe_increment_high_watermark(ctx)
+        self._maybe_increment_high_watermark(ctx, leader.log)
 
     def _record_isr_change(
         self,
@@ -967,23 +1100,21 @@ class PartitionActor(Actor[PartitionMessage]):
 
     # ------------------------------------------------------------------------------------ HW
 
-    def _maybe_increment_high_watermark(self, ctx: Context[PartitionMessage]) -> None:
-        log = self.log
-        if log is None or not self.state.is_leader:
-            return
+    def _maybe_increment_high_watermark(self, ctx: Context[PartitionMessage], log: Log) -> None:
+        """On the leader only (its callers are leader paths)."""
         candidate = self.state.high_watermark_candidate(
             log.log_end_offset, ctx.now_ms, self.config.replica_lag_time_max_ms
         )
         if log.maybe_increment_high_watermark(max(candidate, 0)):
-            self._complete_delayed_produces(ctx)
+            self._complete_delayed_produces(ctx, log)
             self._changed(ctx)
 
-    def _on_notify_on_change(self, ctx: Context[PartitionMessage], message: NotifyOnChange) -> None:
-        log = self.log
+    def _on_notify_on_change(
+        self, ctx: Context[PartitionMessage], leader: Leader, message: NotifyOnChange
+    ) -> None:
+        log = leader.log
         if (
-            log is None
-            or not self.state.is_leader
-            or log.log_end_offset != message.seen_log_end_offset
+            log.log_end_offset != message.seen_log_end_offset
             or log.high_watermark != message.seen_high_watermark
         ):
             ctx.tell(self.broker, PartitionChanged(self.tp))
