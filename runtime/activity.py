@@ -1,16 +1,17 @@
 """Activity: a count of work in flight, so tests wait for quiescence on an event, never a sleep.
 
 Every queued message, running pipe operation and in-flight transport delivery holds one unit.
-``wait_idle()`` returns when the count is zero: nothing more will happen until time advances or
-something external arrives. Several actor systems and a memory network may share one ``Activity``
-to wait for a whole in-process cluster to settle.
+Work that holds a unit for a while takes a ``Hold`` (``Activity.hold()``), released exactly once
+however the work ends. ``wait_idle()`` returns when the count is zero: nothing more will happen
+until time advances or something external arrives. Several actor systems and a memory network may
+share one ``Activity`` to wait for a whole in-process cluster to settle.
 """
 
 from __future__ import annotations
 
 import asyncio
 
-__all__ = ["Activity"]
+__all__ = ["Activity", "Hold"]
 
 
 class Activity:
@@ -51,3 +52,23 @@ class Activity:
         will set the next timer had not begun yet)."""
         self._began.clear()
         await self._began.wait()
+
+    def hold(self) -> Hold:
+        """Take one unit until the returned hold is released."""
+        return Hold(self)
+
+
+class Hold:
+    """One unit of activity, released at most once (a second release does nothing)."""
+
+    __slots__ = ("_activity", "_held")
+
+    def __init__(self, activity: Activity) -> None:
+        self._activity = activity
+        self._held = True
+        activity.begin()
+
+    def release(self) -> None:
+        if self._held:
+            self._held = False
+            self._activity.end()

@@ -32,9 +32,9 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine, Hashable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, TypeVar
+from typing import Any, TypeAlias, TypeVar, assert_never
 
-from runtime.activity import Activity
+from runtime.activity import Activity, Hold
 from runtime.actor import Actor, message_kinds
 from runtime.clock import Clock, LoopClock, TimerHandle
 from runtime.codec import WireEnvelope
@@ -136,7 +136,8 @@ class _Route:
 
 
 class _CellContext(RecordingContext):
-    """The context handed to a cell's handlers; records effects into ``effects``."""
+    """The context handed to a cell's handlers; records effects for the cell to take after the
+    handler returns. Only its cell calls ``begin`` and ``take_effects``."""
 
     __slots__ = ("_cell", "_envelope", "effects")
 
@@ -144,6 +145,18 @@ class _CellContext(RecordingContext):
         self._cell = cell
         self._envelope: Envelope | None = None
         self.effects: list[Effect] = []
+
+    def begin(self, envelope: Envelope | None) -> None:
+        """A handler (or on_start / on_stop, without an envelope) is about to run."""
+        self._envelope = envelope
+        self.effects = []
+
+    def take_effects(self) -> list[Effect]:
+        """The handler has ended: what it recorded, and the context is clear again."""
+        effects = self.effects
+        self.effects = []
+        self._envelope = None
+        return effects
 
     @property
     def self_ref(self) -> ActorRef:
@@ -178,7 +191,7 @@ class _CellContext(RecordingContext):
         return None if self._envelope is None else self._envelope.requester
 
     def _next_ask_id(self) -> int:
-        return next(self._cell.system._ask_ids)
+        return self._cell.system.next_ask_id()
 
     def message_adapter(self, adapt: Callable[[T], Any]) -> Callable[[T], None]:
         cell = self._cell
@@ -189,8 +202,106 @@ class _CellContext(RecordingContext):
         return post
 
 
+_Item: TypeAlias = Envelope | _TimerFired | _Crash
+
+
+class _Mailbox:
+    """A cell's queue, and the only place a mailbox counts toward the node's quiescence.
+
+    While the mailbox runs, each queued item holds one unit of activity, and so does the item
+    taken for processing until ``done()``. While it is paused (before the first start, during a
+    restart's back-off, a hold, a stall) its items cannot progress until time passes or someone
+    releases it, so they hold none. Once closed it takes nothing more."""
+
+    __slots__ = ("_activity", "_capacity", "_items", "_space_waiters", "_wakeup", "closed", "paused")
+
+    def __init__(self, activity: Activity, capacity: int) -> None:
+        self._activity = activity
+        self._capacity = capacity
+        self._items: deque[_Item] = deque()
+        self._wakeup: asyncio.Future[None] | None = None
+        self._space_waiters: deque[asyncio.Future[None]] = deque()
+        self.paused = True
+        self.closed = False
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def put(self, item: _Item) -> None:
+        self._items.append(item)
+        if not self.paused:
+            self._activity.begin()
+            self._wake()
+
+    async def put_when_space(self, item: _Item) -> bool:
+        """Wait while the mailbox is at capacity; False if it closed meanwhile (nothing put)."""
+        while len(self._items) >= self._capacity and not self.closed:
+            waiter = asyncio.get_running_loop().create_future()
+            self._space_waiters.append(waiter)
+            await waiter
+        if self.closed:
+            return False
+        self.put(item)
+        return True
+
+    def pause(self) -> None:
+        if not self.paused:
+            self.paused = True
+            for _ in self._items:
+                self._activity.end()
+
+    def resume(self) -> None:
+        if self.paused and not self.closed:
+            self.paused = False
+            for _ in self._items:
+                self._activity.begin()
+            self._wake()
+
+    async def take(self) -> _Item | None:
+        """The next item once the mailbox runs and has one; None once it is closed."""
+        loop = asyncio.get_running_loop()
+        while (self.paused or not self._items) and not self.closed:
+            self._wakeup = loop.create_future()
+            await self._wakeup
+            self._wakeup = None
+        if self.closed:
+            return None
+        item = self._items.popleft()
+        while self._space_waiters and len(self._items) < self._capacity:
+            waiter = self._space_waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(None)
+        return item
+
+    def done(self) -> None:
+        """The item taken last has been processed (however it ended)."""
+        self._activity.end()
+
+    def close(self) -> list[_Item]:
+        """Take nothing more; returns what was still queued (dead letters for the caller)."""
+        self.pause()
+        self.closed = True
+        left = list(self._items)
+        self._items.clear()
+        for waiter in self._space_waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._space_waiters.clear()
+        self._wake()
+        return left
+
+    def _wake(self) -> None:
+        if self._wakeup is not None and not self._wakeup.done():
+            self._wakeup.set_result(None)
+
+
 class _Cell:
-    """One actor's home: ref, mailbox, instance, timers, children and supervision state."""
+    """One actor's home: ref, mailbox, instance, timers, children and supervision state.
+
+    The cell owns all of these; the system owns the node (the registry of cells, ask routes,
+    tasks, the stall) and applies the effects a handler recorded. What the cell asks of the
+    system is its small interface: ``apply_effects``, ``dead_letter``, ``forget``, ``fail_node``,
+    ``next_ask_id`` and ``defer_while_stalled``."""
 
     def __init__(
         self,
@@ -210,59 +321,46 @@ class _Cell:
         # Known once the first incarnation is built: the class decides which kinds are accepted.
         self.actor_class: type[Actor[Any]] | None = None
         self.kinds: frozenset[type] | None = None
-        self.queue: deque[Envelope | _TimerFired | _Crash] = deque()
-        self.timers: dict[Hashable, _Timer] = {}
-        self.timer_generations = itertools.count(1)
+        # Paused until the first instance has started.
+        self._mailbox = _Mailbox(system.activity, system.mailbox_capacity)
+        # Not started yet counts as activity: released once the first incarnation has started
+        # (or failed to).
+        self._starting = system.activity.hold()
+        self._timers: dict[Hashable, _Timer] = {}
+        self._timer_generations = itertools.count(1)
         self.context = _CellContext(self)
         self.log = logging.LoggerAdapter(
             logging.getLogger("actorlog.actor"), {"node": system.node_id, "actor": ref.name}
         )
         self.stopped = False
-        self.paused = True  # until the first instance has started
-        self._wakeup: asyncio.Future[None] | None = None
-        self._space_waiters: deque[asyncio.Future[None]] = deque()
         self.processed_total = 0
         self.failures_total = 0
         self.restarts_total = 0
 
+    @property
+    def paused(self) -> bool:
+        return self._mailbox.paused
+
     # ------------------------------------------------------------------------------ mailbox
 
-    def enqueue(self, item: Envelope | _TimerFired | _Crash) -> None:
+    def enqueue(self, item: _Item) -> None:
         if self.stopped:
-            self.system._dead_letter(self.ref, item)
+            self.system.dead_letter(self.ref, item)
             return
-        self.queue.append(item)
-        # Work in a paused (restarting) mailbox cannot progress until time passes, so it does
-        # not count as activity until the mailbox resumes.
-        if not self.paused:
-            self.system.activity.begin()
-            self._wake()
+        self._mailbox.put(item)
 
     def pause(self) -> None:
-        if not self.paused:
-            self.paused = True
-            for _ in self.queue:
-                self.system.activity.end()
+        self._mailbox.pause()
 
     def resume(self) -> None:
-        if self.system._stalled:
-            if self not in self.system._paused_by_stall:
-                self.system._paused_by_stall.append(self)  # resumed when the stall ends
+        if self.system.defer_while_stalled(self, start=False):
             return
-        if self.paused and not self.stopped:
-            self.paused = False
-            for _ in self.queue:
-                self.system.activity.begin()
-            self._wake()
+        if not self.stopped:
+            self._mailbox.resume()
 
     async def enqueue_when_space(self, item: Envelope) -> None:
-        while len(self.queue) >= self.system.mailbox_capacity and not self.stopped:
-            waiter = asyncio.get_running_loop().create_future()
-            self._space_waiters.append(waiter)
-            await waiter
-        if self.stopped:
+        if self.stopped or not await self._mailbox.put_when_space(item):
             raise MailboxClosedError(str(self.ref))
-        self.enqueue(item)
 
     def post_adapted(self, adapt: Callable[[T], Any], value: T) -> None:
         try:
@@ -272,77 +370,56 @@ class _Cell:
             return
         self.enqueue(Envelope(message))
 
-    def _wake(self) -> None:
-        if self._wakeup is not None and not self._wakeup.done():
-            self._wakeup.set_result(None)
-
-    def _release_space(self) -> None:
-        while self._space_waiters and len(self.queue) < self.system.mailbox_capacity:
-            waiter = self._space_waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(None)
-
     # -------------------------------------------------------------------------------- loop
 
     async def run(self) -> None:
-        loop = asyncio.get_running_loop()
         try:
             self.start_instance()
         finally:
-            self.system.activity.end()  # the unit taken by _spawn for "not started yet"
-        while True:
-            while (self.paused or not self.queue) and not self.stopped:
-                self._wakeup = loop.create_future()
-                await self._wakeup
-                self._wakeup = None
-            if self.stopped:
-                return
-            item = self.queue.popleft()
-            self._release_space()
+            self._starting.release()
+        while (item := await self._mailbox.take()) is not None:
             try:
                 self._process(item)
             finally:
-                self.system.activity.end()
+                self._mailbox.done()
 
-    def _process(self, item: Envelope | _TimerFired | _Crash) -> None:
-        if type(item) is _TimerFired:
-            timer = self.timers.get(item.key)
-            if timer is None or timer.generation != item.generation:
-                return  # cancelled or replaced after its message was queued
-            if not timer.periodic:
-                del self.timers[item.key]
-            envelope = Envelope(item.message)
-        elif type(item) is _Crash:
-            self.fail(item.error)
-            return
-        else:
-            assert type(item) is Envelope
-            envelope = item
+    def _process(self, item: _Item) -> None:
+        match item:
+            case _TimerFired():
+                timer = self._timers.get(item.key)
+                if timer is None or timer.generation != item.generation:
+                    return  # cancelled or replaced after its message was queued
+                if not timer.periodic:
+                    del self._timers[item.key]
+                envelope = Envelope(item.message)
+            case _Crash():
+                self.fail(item.error)
+                return
+            case Envelope():
+                envelope = item
+            case _:
+                assert_never(item)
         instance = self.instance
         assert instance is not None
         if not self._accepts(envelope):
-            self.system._dead_letter(self.ref, envelope)
+            self.system.dead_letter(self.ref, envelope)
             return
         context = self.context
-        context._envelope = envelope
-        context.effects = []
+        context.begin(envelope)
         try:
             hook = self.system.before_handler
             if hook is not None:
                 hook(self.ref, envelope.message)
             instance.receive(context, envelope.message)
         except Exception as error:  # noqa: BLE001 - handler failures go to supervision
-            context.effects = []
-            context._envelope = None
+            context.take_effects()
             self.fail(error)
             return
-        context._envelope = None
+        effects = context.take_effects()
         self.processed_total += 1
         self.tracker.on_message_processed()
-        if context.effects:
-            effects = context.effects
-            context.effects = []
-            self.system._apply(self, effects)
+        if effects:
+            self.system.apply_effects(self, effects)
 
     def _accepts(self, envelope: Envelope) -> bool:
         """A kind outside the actor's union, or a remote-ask kind without anyone to answer, never
@@ -366,26 +443,51 @@ class _Cell:
     def start_instance(self) -> None:
         if self.stopped:
             return
-        if self.system._stalled:
-            self.system._starts_after_stall.append(self)
+        if self.system.defer_while_stalled(self, start=True):
             return
+        context = self.context
         try:
             self.instance = self.factory()
             if self.actor_class is None:
                 self.actor_class = type(self.instance)
                 self.kinds = message_kinds(self.actor_class)
-            context = self.context
-            context._envelope = None
-            context.effects = []
+            context.begin(None)
             self.instance.on_start(context)
         except Exception as error:  # noqa: BLE001 - start failures go to supervision
-            self.context.effects = []
+            context.take_effects()
             self.fail(error)
             return
-        effects = self.context.effects
-        self.context.effects = []
+        effects = context.take_effects()
         self.resume()
-        self.system._apply(self, effects)
+        self.system.apply_effects(self, effects)
+
+    # ------------------------------------------------------------------------------ timers
+
+    def start_timer(self, effect: StartTimer) -> None:
+        previous = self._timers.pop(effect.key, None)
+        if previous is not None:
+            previous.handle.cancel()
+        generation = next(self._timer_generations)
+        clock = self.system.clock
+
+        def fire() -> None:
+            timer = self._timers.get(effect.key)
+            if timer is None or timer.generation != generation or self.stopped:
+                return
+            # A one-shot timer stays registered until its message is handled or it is cancelled,
+            # so that a cancel after firing still suppresses the queued delivery.
+            if effect.interval_ms is not None:
+                timer.handle = clock.call_later(effect.interval_ms, fire)
+            self.enqueue(_TimerFired(effect.key, generation, effect.message))
+
+        self._timers[effect.key] = _Timer(
+            generation, clock.call_later(effect.delay_ms, fire), effect.interval_ms is not None
+        )
+
+    def cancel_timer(self, key: Hashable) -> None:
+        timer = self._timers.pop(key, None)
+        if timer is not None:
+            timer.handle.cancel()
 
     # ------------------------------------------------------------------------- supervision
 
@@ -400,36 +502,56 @@ class _Cell:
             self.log.warning("restarting in %d ms", delay_ms)
             self.system.clock.call_later(delay_ms, self.start_instance)
         elif directive is Directive.STOP:
-            self.system._stop_cell(self)
+            self.stop()
         else:
-            self.system._escalate(self, error)
+            self._escalate(error)
+
+    def _escalate(self, error: BaseException) -> None:
+        self.stop()
+        parent = self.parent
+        if parent is not None and not parent.stopped:
+            parent.fail(ChildFailedError(self.ref, error))
+        else:
+            # Past the top: the node fails.
+            self.system.fail_node(ChildFailedError(self.ref, error))
+
+    def stop(self) -> None:
+        """Stop for good: children and timers first, then ``on_stop``; what is still queued is
+        dead-lettered and the system forgets the cell."""
+        if self.stopped:
+            return
+        self._stop_incarnation()
+        self.stopped = True
+        for item in self._mailbox.close():
+            self.system.dead_letter(self.ref, item)
+        if self.parent is not None:
+            self.parent.children.pop(self.ref.name, None)
+        self.system.forget(self)
 
     def _stop_incarnation(self) -> None:
         for child in reversed(list(self.children.values())):
-            self.system._stop_cell(child)
-        for timer in self.timers.values():
+            child.stop()
+        for timer in self._timers.values():
             timer.handle.cancel()
-        self.timers.clear()
+        self._timers.clear()
         instance = self.instance
         self.instance = None
         if instance is not None:
             context = self.context
-            context._envelope = None
-            context.effects = []
+            context.begin(None)
             try:
                 instance.on_stop(context)
             except Exception:
                 self.log.exception("on_stop raised")
-                context.effects = []
-            effects = context.effects
-            context.effects = []
+                context.take_effects()
+            effects = context.take_effects()
             # Final effects (a last tell, a reply) still go out; new children do not.
-            self.system._apply(self, [e for e in effects if not isinstance(e, Spawn)])
+            self.system.apply_effects(self, [e for e in effects if not isinstance(e, Spawn)])
 
     def statistics(self) -> CellStatistics:
         return CellStatistics(
             name=self.ref.name,
-            mailbox_depth=len(self.queue),
+            mailbox_depth=len(self._mailbox),
             processed_total=self.processed_total,
             failures_total=self.failures_total,
             restarts_total=self.restarts_total,
@@ -510,7 +632,7 @@ class ActorSystem:
             return
         self._closing = True
         for cell in reversed(list(self._top_level.values())):
-            self._stop_cell(cell)
+            cell.stop()
         routes = list(self._routes.values())
         self._routes.clear()
         for route in routes:
@@ -528,7 +650,7 @@ class ActorSystem:
         coroutine: Coroutine[Any, Any, None],
         *,
         auxiliary: bool = True,
-        holding: _ActivityUnit | None = None,
+        holding: Hold | None = None,
     ) -> None:
         """Start a task of this node. ``holding`` is released when the task ends however it ends,
         even cancelled before its first step (shutdown cancels auxiliary tasks)."""
@@ -580,7 +702,6 @@ class ActorSystem:
             raise ValueError(f"an actor named {ref.name!r} already exists on node {self.node_id}")
         strategy = supervision if supervision is not None else SupervisorStrategy()
         cell = _Cell(self, ref, factory, strategy, parent)
-        self.activity.begin()  # released once the first incarnation has started (or failed)
         self._cells[ref.name] = cell
         if parent is None:
             self._top_level[ref.name] = cell
@@ -589,124 +710,86 @@ class ActorSystem:
         self._spawn_task(cell.run(), auxiliary=False)
         return ref
 
-    def _stop_cell(self, cell: _Cell) -> None:
-        if cell.stopped:
-            return
-        cell._stop_incarnation()
-        cell.pause()
-        cell.stopped = True
-        for item in cell.queue:
-            self._dead_letter(cell.ref, item)
-        cell.queue.clear()
-        for waiter in cell._space_waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        cell._space_waiters.clear()
-        cell._wake()
-        if self._cells.get(cell.ref.name) is cell:
-            del self._cells[cell.ref.name]
-        self._top_level.pop(cell.ref.name, None)
-        if cell.parent is not None:
-            cell.parent.children.pop(cell.ref.name, None)
-
-    def _escalate(self, cell: _Cell, error: BaseException) -> None:
-        self._stop_cell(cell)
-        if cell.parent is not None and not cell.parent.stopped:
-            cell.parent.fail(ChildFailedError(cell.ref, error))
-            return
-
-        # Past the top: fail the node by raising inside its task group.
-        async def fail_node() -> None:
-            raise ChildFailedError(cell.ref, error)
-
-        self._spawn_task(fail_node(), auxiliary=False)
-
     def halt(self, reason: str) -> None:
         """End the node: its task group fails with ``NodeHalted`` (the process exits non-zero)."""
         _log.error("halting node %s: %s", self.node_id, reason)
+        self.fail_node(NodeHalted(self.node_id, reason))
 
-        async def fail_node() -> None:
-            raise NodeHalted(self.node_id, reason)
+    # ------------------------------------------------------------- the cells' interface
 
-        self._spawn_task(fail_node(), auxiliary=False)
+    def fail_node(self, error: Exception) -> None:
+        """Fail the node by raising ``error`` inside its task group."""
 
-    def _dead_letter(self, target: ActorRef, item: object) -> None:
+        async def fail() -> None:
+            raise error
+
+        self._spawn_task(fail(), auxiliary=False)
+
+    def forget(self, cell: _Cell) -> None:
+        """A cell has stopped: its name is free again."""
+        if self._cells.get(cell.ref.name) is cell:
+            del self._cells[cell.ref.name]
+        self._top_level.pop(cell.ref.name, None)
+
+    def next_ask_id(self) -> int:
+        return next(self._ask_ids)
+
+    def defer_while_stalled(self, cell: _Cell, *, start: bool) -> bool:
+        """While the node is stalled, a cell's resume (or its instance's start) waits for the
+        stall to end: True if deferred."""
+        if not self._stalled:
+            return False
+        if start:
+            self._starts_after_stall.append(cell)
+        elif cell not in self._paused_by_stall:
+            self._paused_by_stall.append(cell)
+        return True
+
+    def dead_letter(self, target: ActorRef, item: object) -> None:
         self._dead_letters_total += 1
         if isinstance(item, Envelope) and item.requester is not None:
             self._fail_route(item.requester.reply_id, UnknownActor(target=str(target)))
         _log.debug("dead letter to %s: %r", target, item)
 
-    # ------------------------------------------------------------------------------- effects
-
-    def _apply(self, cell: _Cell, effects: list[Effect]) -> None:
+    def apply_effects(self, cell: _Cell, effects: list[Effect]) -> None:
+        """Carry out, in order, what one of ``cell``'s handlers recorded."""
         for effect in effects:
-            kind = type(effect)
-            if kind is Tell:
-                assert isinstance(effect, Tell)
-                self._tell(effect.target, effect.message, cell.ref)
-            elif kind is Reply:
-                assert isinstance(effect, Reply)
-                self._reply(effect.requester, effect.message)
-            elif kind is Ask:
-                assert isinstance(effect, Ask)
-                self._ask_from_actor(cell, effect)
-            elif kind is StartTimer:
-                assert isinstance(effect, StartTimer)
-                self._start_timer(cell, effect)
-            elif kind is CancelTimer:
-                assert isinstance(effect, CancelTimer)
-                timer = cell.timers.pop(effect.key, None)
-                if timer is not None:
-                    timer.handle.cancel()
-            elif kind is Pipe:
-                assert isinstance(effect, Pipe)
-                self._pipe(cell, effect)
-            elif kind is Spawn:
-                assert isinstance(effect, Spawn)
-                self._spawn(effect.ref, effect.factory, effect.supervision, cell)
-            elif kind is Stop:
-                assert isinstance(effect, Stop)
-                target = self._cells.get(effect.ref.name)
-                if target is not None and effect.ref.node_id == self.node_id:
-                    self._stop_cell(target)
-            elif kind is Halt:
-                assert isinstance(effect, Halt)
-                self.halt(f"{cell.ref.name}: {effect.reason}")
-            else:  # pragma: no cover - Effect is a closed union
-                raise AssertionError(f"unknown effect {effect!r}")
+            match effect:
+                case Tell():
+                    self._tell(effect.target, effect.message, cell.ref)
+                case Reply():
+                    self._reply(effect.requester, effect.message)
+                case Ask():
+                    self._ask_from_actor(cell, effect)
+                case StartTimer():
+                    cell.start_timer(effect)
+                case CancelTimer():
+                    cell.cancel_timer(effect.key)
+                case Pipe():
+                    self._pipe(cell, effect)
+                case Spawn():
+                    self._spawn(effect.ref, effect.factory, effect.supervision, cell)
+                case Stop():
+                    target = self._cells.get(effect.ref.name)
+                    if target is not None and effect.ref.node_id == self.node_id:
+                        target.stop()
+                case Halt():
+                    self.halt(f"{cell.ref.name}: {effect.reason}")
+                case _:
+                    assert_never(effect)
 
     def _tell(self, target: ActorRef, message: object, sender: ActorRef | None) -> None:
         if target.node_id == self.node_id:
             cell = self._cells.get(target.name)
             if cell is None:
-                self._dead_letter(target, message)
+                self.dead_letter(target, message)
                 return
             cell.enqueue(Envelope(message, sender))
             return
         if self.transport is None:
-            self._dead_letter(target, message)
+            self.dead_letter(target, message)
             return
         self.transport.send(target.node_id, WireEnvelope(target.name, message, sender, None))
-
-    def _start_timer(self, cell: _Cell, effect: StartTimer) -> None:
-        previous = cell.timers.pop(effect.key, None)
-        if previous is not None:
-            previous.handle.cancel()
-        generation = next(cell.timer_generations)
-
-        def fire() -> None:
-            timer = cell.timers.get(effect.key)
-            if timer is None or timer.generation != generation or cell.stopped:
-                return
-            # A one-shot timer stays registered until its message is handled or it is cancelled,
-            # so that a cancel after firing still suppresses the queued delivery.
-            if effect.interval_ms is not None:
-                timer.handle = self.clock.call_later(effect.interval_ms, fire)
-            cell.enqueue(_TimerFired(effect.key, generation, effect.message))
-
-        cell.timers[effect.key] = _Timer(
-            generation, self.clock.call_later(effect.delay_ms, fire), effect.interval_ms is not None
-        )
 
     # ----------------------------------------------------------------------------------- asks
 
@@ -764,7 +847,7 @@ class ActorSystem:
         envelope = WireEnvelope(target.name, effect.message, cell.ref, effect.timeout_ms)
         # The request counts as activity until it is in the target's mailbox (which counts it from
         # there); waiting for the reply is not activity: the target may park it on a timer.
-        in_transit = _ActivityUnit(self.activity)
+        in_transit = self.activity.hold()
 
         async def remote_ask() -> None:
             try:
@@ -785,7 +868,7 @@ class ActorSystem:
             if self.transport is None:
                 raise PeerUnavailableError(target.node_id, "no transport")
             envelope = WireEnvelope(target.name, message, None, timeout_ms)
-            in_transit = _ActivityUnit(self.activity)
+            in_transit = self.activity.hold()
             try:
                 return await self.transport.ask(target.node_id, envelope, timeout_ms, in_transit.release)
             finally:
@@ -806,7 +889,7 @@ class ActorSystem:
         """Stop an actor of this node from outside any actor (its ``on_stop`` runs)."""
         cell = self._cells.get(ref.name)
         if cell is not None and ref.node_id == self.node_id:
-            self._stop_cell(cell)
+            cell.stop()
 
     def hold_actor(self, ref: ActorRef) -> None:
         """Stop one actor from taking messages (a slow actor, for tests that need a message to
@@ -825,16 +908,16 @@ class ActorSystem:
         # From the moment the answer exists until whoever awaits it has resumed (and, for a
         # remote asker, posted it to its actor's mailbox, which counts from there), the answer is
         # in flight: it counts as activity so wait_idle cannot slip into that gap.
-        in_flight: list[_ActivityUnit] = []
+        in_flight: list[Hold] = []
 
         def deliver(reply: object) -> None:
             if not future.done():
-                in_flight.append(_ActivityUnit(self.activity))
+                in_flight.append(self.activity.hold())
                 future.set_result(reply)
 
         def fail(failure: AskFailure) -> None:
             if not future.done():
-                in_flight.append(_ActivityUnit(self.activity))
+                in_flight.append(self.activity.hold())
                 future.set_exception(_error_of(failure))
 
         async def result() -> Any:
@@ -850,7 +933,7 @@ class ActorSystem:
     # -------------------------------------------------------------------------------- pipes
 
     def _pipe(self, cell: _Cell, effect: Pipe) -> None:
-        running = _ActivityUnit(self.activity)
+        running = self.activity.hold()
         blocking = effect.blocking if self.deterministic else None
 
         async def run() -> None:
@@ -966,22 +1049,6 @@ class ActorSystem:
     async def wait_idle(self) -> None:
         """Wait until no message, pipe or delivery is pending (see runtime.activity)."""
         await self.activity.wait_idle()
-
-
-class _ActivityUnit:
-    """One unit of activity, released at most once."""
-
-    __slots__ = ("_activity", "_held")
-
-    def __init__(self, activity: Activity) -> None:
-        self._activity = activity
-        self._held = True
-        activity.begin()
-
-    def release(self) -> None:
-        if self._held:
-            self._held = False
-            self._activity.end()
 
 
 @dataclass(frozen=True, slots=True)

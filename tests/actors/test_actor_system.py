@@ -190,7 +190,7 @@ async def test_cancelled_timer_never_delivers_even_if_already_queued(clock, acti
         # the timer's message is already in the mailbox and must be suppressed.
         system.tell(ref, Disarm("b"))
         clock.advance(100)
-        assert len(system._cells["timers"].queue) == 2
+        assert _mailbox_depth(system, "timers") == 2
         await system.wait_idle()
     assert fired == []
 
@@ -349,7 +349,7 @@ async def test_tell_to_a_stopped_actor_is_a_dead_letter(clock, activity):
         await system.wait_idle()
         system.tell(ref, "x")
         await system.wait_idle()
-        system._stop_cell(system._cells["recorder"])
+        system.stop_actor(ref)
         system.tell(ref, "y")
         assert system.statistics().dead_letters_total == 1
 
@@ -365,11 +365,11 @@ async def test_a_kind_outside_the_union_is_a_dead_letter_not_a_crash(clock, acti
         system.tell(ref, Ping(sequence=2))  # an ask kind as a tell: nobody to answer
         system.tell(ref, Note(sender="a", sequence=3))
         await system.wait_idle()
-        cell = system._cells["echo"]
+        (cell,) = [cell for cell in system.statistics().actors if cell.name == "echo"]
         assert (cell.failures_total, cell.restarts_total) == (0, 0)
         assert system.statistics().dead_letters_total == 2
         assert [note.sequence for note in echo.notes] == [3]
-        assert system._cells["echo"].instance is echo
+        assert system.actor_instances() == [(ref, echo)]
 
 
 async def test_inbound_delivery_waits_for_mailbox_capacity(clock, activity):
@@ -384,18 +384,18 @@ async def test_inbound_delivery_waits_for_mailbox_capacity(clock, activity):
     async with ActorSystem("n1", clock=clock, activity=activity, mailbox_capacity=2) as system:
         system.spawn("gate", Gate)
         await system.wait_idle()
-        cell = system._cells["gate"]
-        cell.pause()  # simulate a busy actor: nothing is consumed
+        gate = system.ref("gate")
+        system.hold_actor(gate)  # simulate a busy actor: nothing is consumed
         await system.deliver(WireEnvelope("gate", Note(sender="a", sequence=1)))
         await system.deliver(WireEnvelope("gate", Note(sender="a", sequence=2)))
         third = asyncio.ensure_future(system.deliver(WireEnvelope("gate", Note(sender="a", sequence=3))))
         await system.wait_idle()  # a scheduling point: the delivery reaches its capacity wait
         assert not third.done()
-        assert len(cell.queue) == 2
-        cell.resume()
+        assert _mailbox_depth(system, "gate") == 2
+        system.release_actor(gate)
         await third
         await system.wait_idle()
-        assert len(cell.queue) == 0
+        assert _mailbox_depth(system, "gate") == 0
 
 
 async def test_statistics_report_mailbox_and_processed_counts(clock, activity):
@@ -407,3 +407,8 @@ async def test_statistics_report_mailbox_and_processed_counts(clock, activity):
         stats = {a.name: a for a in system.statistics().actors}["recorder"]
     assert stats.processed_total == 5
     assert stats.mailbox_depth == 0
+
+
+def _mailbox_depth(system: ActorSystem, name: str) -> int:
+    (cell,) = [cell for cell in system.statistics().actors if cell.name == name]
+    return cell.mailbox_depth

@@ -253,5 +253,5 @@ async def test_a_kind_the_target_does_not_take_remotely_is_refused_before_its_ma
     while not notes.notes:  # the tells and the asks travel apart: ask until the Note is in
         notes = await cluster.a.ask(echo, GetNotes(), timeout_ms=5000)
     assert [note.sequence for note in notes.notes] == [3]
-    cell = cluster.b._cells["echo"]
+    (cell,) = [cell for cell in cluster.b.statistics().actors if cell.name == "echo"]
     assert (cell.failures_total, cell.restarts_total) == (0, 0)
