@@ -65,18 +65,14 @@ from actors.common.names import (
     broker_node,
 )
 from actors.common.protocol import (
-    FetchPartitionResponse,
     FetchRequest,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
-    ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     MetadataRequest,
     MetadataResponse,
-    OffsetForLeaderEpochResult,
     OffsetsForLeaderEpochRequest,
     PartitionError,
-    ProducePartitionResponse,
     ProduceRequest,
     StopReplicaRequest,
     StopReplicaResponse,
@@ -88,16 +84,9 @@ from actors.common.types import TopicPartition
 from actors.controller.controller import EnableTopicUncleanLeaderElection
 from actors.group.coordinator_actor import GroupCoordinatorStarted
 from actors.server import zk_data
-from actors.server.broker_requests import (
-    PendingRequest,
-    assemble_fetch_response,
-    assemble_list_offsets_response,
-    assemble_offsets_for_leader_epoch_response,
-    assemble_produce_response,
-    decide_fetch,
-)
 from actors.server.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
 from actors.server.config import BrokerConfig, TopicPolicy
+from actors.server.fetch_purgatory import FetchExpired
 from actors.server.isr_propagation import (
     ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
     IsrChangePropagation,
@@ -113,19 +102,14 @@ from actors.server.registration import (
     SessionSuspended,
 )
 from actors.server.replica.messages import (
-    AppendRecords,
-    FetchOffsetForTimestamp,
     IsrChangeRecorded,
-    LastOffsetForLeaderEpoch,
     MaybeFlush,
     MaybeShrinkIsr,
-    NotifyOnChange,
     PartitionChanged,
-    PartitionReadResult,
-    ReadRecords,
 )
 from actors.server.replica_manager import HostedPartitions, PartitionDeleted
 from actors.server.replication_quota import ReplicationQuotas
+from actors.server.request_fanout import PartitionReply, RequestFanOut
 from actors.server.state_changes import StateChange, StateChangeLog
 from actors.server.topic_config_manager import (
     BrokerConfigChanged,
@@ -153,18 +137,6 @@ _INITIAL_TASK_DELAY_MS = 30_000
 
 
 # ------------------------------------------------------------------------------ private messages
-
-
-@dataclass(frozen=True, slots=True)
-class _PartitionReply:
-    request_id: int
-    tp: TopicPartition
-    reply: Any
-
-
-@dataclass(frozen=True, slots=True)
-class _FetchExpired:
-    request_id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -272,8 +244,8 @@ BrokerMessage: TypeAlias = (
     | SessionSuspended
     | SessionLost
     | BrokerRegistrationFailed
-    | _PartitionReply
-    | _FetchExpired
+    | PartitionReply
+    | FetchExpired
     | _IsrExpirationTick
     | _PropagationTick
     | _PropagationDone
@@ -349,6 +321,14 @@ class BrokerActor(Actor[BrokerMessage]):
             group_coordinator=group_coordinator,
             follower_quota=self.quotas.follower,
         )
+        self.request_metrics = RequestMetrics()
+        self.requests = RequestFanOut(
+            config=config,
+            hosted=self.hosted,
+            metadata=self.metadata,
+            leader_quota=self.quotas.leader,
+            request_metrics=self.request_metrics,
+        )
         self.state_changes = state_changes
         self._fixed_topic_config = topic_config is not None
         # Each topic's (policy, log config), as last read from ZooKeeper.
@@ -358,9 +338,6 @@ class BrokerActor(Actor[BrokerMessage]):
         self._held: deque[tuple[ControllerRequest, Requester | None, int]] = deque()
         self._loading_topic_configs = False
         self._auto_creating: set[str] = set()
-        self.pending: dict[int, PendingRequest] = {}
-        # Parked fetches by partition they watch.
-        self.watchers: dict[TopicPartition, set[int]] = {}
         self.controller_epoch = 0
         # The (controller epoch, controller id) ZooKeeper last named, and whether a read is under way.
         self._zk_controller: tuple[int, int | None] | None = None
@@ -375,9 +352,7 @@ class BrokerActor(Actor[BrokerMessage]):
         self.state = BrokerState.STARTING
         self.propagation: IsrChangePropagation | None = None
         self.hw_checkpoint_started = False
-        self._request_ids = itertools.count(1)
         self._checkpoints_in_flight: set[str] = set()
-        self.request_metrics = RequestMetrics()
         self.zookeeper_expires_total = 0
         self.zookeeper_disconnects_total = 0
         self._registration_ref: ActorRef | None = None
@@ -463,14 +438,8 @@ class BrokerActor(Actor[BrokerMessage]):
 
     def _dispatch(self, ctx: Context[BrokerMessage], message: BrokerMessage) -> None:
         match message:
-            case ProduceRequest():
-                self._on_produce(ctx, message)
-            case FetchRequest():
-                self._on_fetch(ctx, message)
-            case ListOffsetsRequest():
-                self._on_list_offsets(ctx, message)
-            case OffsetsForLeaderEpochRequest():
-                self._on_offsets_for_leader_epoch(ctx, message)
+            case ProduceRequest() | FetchRequest() | ListOffsetsRequest() | OffsetsForLeaderEpochRequest():
+                self.requests.start(ctx, message)
             case MetadataRequest():
                 self._count_request(ctx, "Metadata", ctx.now_ns)
                 ctx.reply(self._metadata_response(ctx, message))
@@ -483,7 +452,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 assert self.propagation is not None
                 self.propagation.record(message.tp, ctx.now_ms)
             case PartitionChanged():
-                self._on_partition_changed(ctx, message)
+                self.requests.purgatory.partition_changed(ctx, message)
             case BrokerRegistered():
                 self._on_registered(ctx, message)
             case SessionSuspended():
@@ -494,10 +463,10 @@ class BrokerActor(Actor[BrokerMessage]):
                 # Alive but unregistered, the controller counts this broker dead while it keeps
                 # answering clients and followers: exit, so the supervisor starts it again.
                 ctx.halt_node(f"broker registration failed: {message.reason}")
-            case _PartitionReply():
-                self._on_partition_reply(ctx, message)
-            case _FetchExpired():
-                self._on_fetch_expired(ctx, message)
+            case PartitionReply():
+                self.requests.partition_replied(ctx, message)
+            case FetchExpired():
+                self.requests.purgatory.expired(ctx, message)
             case _IsrExpirationTick():
                 self._on_isr_expiration_tick(ctx)
             case _PropagationTick():
@@ -549,258 +518,6 @@ class BrokerActor(Actor[BrokerMessage]):
 
     def _count_error(self, kind: str, error: ErrorCode) -> None:
         self.request_metrics.count_error(kind, error)
-
-    def _partition_ref(self, tp: TopicPartition) -> ActorRef | None:
-        return self.hosted.ref(tp)
-
-    def _missing_partition_error(self, tp: TopicPartition) -> ErrorCode:
-        return (
-            ErrorCode.NOT_LEADER_OR_FOLLOWER
-            if self.metadata.contains(tp)
-            else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        )
-
-    def _new_pending(self, ctx: Context[BrokerMessage], kind: str, request: object) -> PendingRequest:
-        pending = PendingRequest(next(self._request_ids), kind, request, ctx.requester, ctx.now_ns)
-        self.pending[pending.request_id] = pending
-        return pending
-
-    def _ask_partition(
-        self,
-        ctx: Context[BrokerMessage],
-        pending: PendingRequest,
-        tp: TopicPartition,
-        message: object,
-        timeout_ms: int,
-    ) -> None:
-        ref = self._partition_ref(tp)
-        assert ref is not None
-        pending.waiting.add(tp)
-        request_id = pending.request_id
-
-        def adapt(reply: object) -> _PartitionReply:
-            return _PartitionReply(request_id, tp, reply)
-
-        ctx.ask(ref, message, timeout_ms=timeout_ms, on_reply=adapt, on_failure=adapt)
-
-    def _on_partition_reply(self, ctx: Context[BrokerMessage], message: _PartitionReply) -> None:
-        pending = self.pending.get(message.request_id)
-        if pending is None or not pending.record(message.tp, message.reply):
-            return
-        request = pending.request
-        if isinstance(request, ProduceRequest):
-            self._finish_produce(ctx, pending)
-        elif isinstance(request, FetchRequest):
-            self._fetch_partitions_read(ctx, pending)
-        elif isinstance(request, ListOffsetsRequest):
-            self._finish_list_offsets(ctx, pending)
-        elif isinstance(request, OffsetsForLeaderEpochRequest):
-            self._finish_offsets_for_leader_epoch(ctx, pending)
-
-    def _reply(self, ctx: Context[BrokerMessage], pending: PendingRequest, response: object) -> None:
-        self.pending.pop(pending.request_id, None)
-        self._count_request(ctx, pending.kind, pending.started_ns)
-        if pending.requester is not None:
-            ctx.reply_to(pending.requester, response)
-
-    # --------------------------------------------------------------------------------- produce
-
-    def _on_produce(self, ctx: Context[BrokerMessage], request: ProduceRequest) -> None:
-        pending = self._new_pending(ctx, "Produce", request)
-        if request.acks not in (-1, 0, 1):
-            for data in request.partitions:
-                pending.results[data.tp] = ProducePartitionResponse(
-                    topic=data.topic,
-                    partition=data.partition,
-                    error_code=ErrorCode.INVALID_REQUIRED_ACKS,
-                    error_message=f"acks must be -1, 0 or 1, not {request.acks}",
-                )
-            self._finish_produce(ctx, pending)
-            return
-        # An ask per partition; the partition's own timeout answers REQUEST_TIMED_OUT, so ours only
-        # guards against a partition that vanished.
-        ask_timeout_ms = request.timeout_ms + self.config.request_timeout_ms
-        for data in request.partitions:
-            if self._partition_ref(data.tp) is None:
-                error = self._missing_partition_error(data.tp)
-                pending.results[data.tp] = ProducePartitionResponse(
-                    topic=data.topic, partition=data.partition, error_code=error,
-                    error_message=f"partition {data.tp} is not led by broker {self.broker_id}",
-                )  # fmt: skip
-                continue
-            self._ask_partition(
-                ctx,
-                pending,
-                data.tp,
-                AppendRecords(data.records, request.acks, request.timeout_ms),
-                ask_timeout_ms,
-            )
-        if not pending.waiting:
-            self._finish_produce(ctx, pending)
-
-    def _finish_produce(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
-        request = pending.request
-        assert isinstance(request, ProduceRequest)
-        response = assemble_produce_response(request, pending.results)
-        for partition in response.partitions:
-            if partition.error_code is not ErrorCode.NONE:
-                self._count_error("Produce", partition.error_code)
-        self._reply(ctx, pending, response)
-
-    # ----------------------------------------------------------------------------------- fetch
-
-    def _on_fetch(self, ctx: Context[BrokerMessage], request: FetchRequest) -> None:
-        kind = "FetchFollower" if request.is_from_follower else "FetchConsumer"
-        pending = self._new_pending(ctx, kind, request)
-        self._read_fetch_partitions(ctx, pending, update_follower_state=True)
-
-    def _read_fetch_partitions(
-        self, ctx: Context[BrokerMessage], pending: PendingRequest, *, update_follower_state: bool
-    ) -> None:
-        request = pending.request
-        assert isinstance(request, FetchRequest)
-        pending.results = {}
-        leader_quota = self.quotas.leader
-        for wanted in request.partitions:
-            if self._partition_ref(wanted.tp) is None:
-                pending.results[wanted.tp] = _fetch_error(wanted.tp, self._missing_partition_error(wanted.tp))
-                continue
-            # Kafka's shouldLeaderThrottle: a throttled partition while the leader quota is
-            # exceeded (the partition adds the test that the fetching replica is not in the ISR).
-            throttled = (
-                request.is_from_follower
-                and leader_quota.is_throttled(wanted.tp)
-                and leader_quota.is_exceeded(ctx.now_ms)
-            )
-            read = ReadRecords(
-                replica_id=request.replica_id,
-                fetch_offset=wanted.fetch_offset,
-                follower_log_start_offset=wanted.log_start_offset,
-                max_bytes=min(wanted.partition_max_bytes, request.max_bytes),
-                current_leader_epoch=wanted.current_leader_epoch,
-                # Every partition may return at least one batch; the response is trimmed to
-                # max_bytes afterwards (only the first partition with data keeps an oversized batch).
-                min_one_message=True,
-                update_follower_state=update_follower_state,
-                leader_throttled=throttled,
-            )
-            self._ask_partition(ctx, pending, wanted.tp, read, self.config.replica_socket_timeout_ms)
-        if not pending.waiting:
-            self._fetch_partitions_read(ctx, pending)
-
-    def _fetch_partitions_read(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
-        request = pending.request
-        assert isinstance(request, FetchRequest)
-        decision = decide_fetch(request, pending.results)
-        if decision.respond or pending.expired:
-            self._finish_fetch(ctx, pending)
-            return
-        # Park it: the partitions tell us at their next change; the timer bounds the wait.
-        if not pending.parked:
-            pending.parked = True
-            ctx.start_timer(
-                ("fetch", pending.request_id), _FetchExpired(pending.request_id), request.max_wait_ms
-            )
-        for wanted in request.partitions:
-            ref = self._partition_ref(wanted.tp)
-            result = pending.results.get(wanted.tp)
-            if ref is not None and isinstance(result, PartitionReadResult):
-                self.watchers.setdefault(wanted.tp, set()).add(pending.request_id)
-                ctx.tell(ref, NotifyOnChange(result.log_end_offset, result.response.high_watermark))
-
-    def _on_partition_changed(self, ctx: Context[BrokerMessage], message: PartitionChanged) -> None:
-        for request_id in self.watchers.pop(message.tp, set()):
-            pending = self.pending.get(request_id)
-            if pending is not None and pending.parked and not pending.waiting:
-                self._unwatch(pending)
-                self._read_fetch_partitions(ctx, pending, update_follower_state=False)
-
-    def _on_fetch_expired(self, ctx: Context[BrokerMessage], message: _FetchExpired) -> None:
-        pending = self.pending.get(message.request_id)
-        if pending is None:
-            return
-        pending.expired = True
-        if not pending.waiting:
-            self._unwatch(pending)
-            self._read_fetch_partitions(ctx, pending, update_follower_state=False)
-
-    def _unwatch(self, pending: PendingRequest) -> None:
-        request = pending.request
-        assert isinstance(request, FetchRequest)
-        for wanted in request.partitions:
-            watching = self.watchers.get(wanted.tp)
-            if watching is not None:
-                watching.discard(pending.request_id)
-                if not watching:
-                    del self.watchers[wanted.tp]
-
-    def _finish_fetch(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
-        request = pending.request
-        assert isinstance(request, FetchRequest)
-        if pending.parked:
-            ctx.cancel_timer(("fetch", pending.request_id))
-            self._unwatch(pending)
-        response = assemble_fetch_response(request, pending.results)
-        for partition in response.partitions:
-            if partition.error_code is not ErrorCode.NONE:
-                self._count_error(pending.kind, partition.error_code)
-        if request.is_from_follower:
-            # Every byte sent for a throttled partition counts, in sync or not (Kafka's
-            # sizeOfThrottledPartitions), so the bound covers all of the throttled traffic.
-            leader_quota = self.quotas.leader
-            throttled_bytes = sum(
-                len(p.records) for p in response.partitions if leader_quota.is_throttled(p.tp)
-            )
-            leader_quota.record(throttled_bytes, ctx.now_ms)
-        self._reply(ctx, pending, response)
-
-    # ------------------------------------------------------------------- epochs and offsets
-
-    def _on_offsets_for_leader_epoch(
-        self, ctx: Context[BrokerMessage], request: OffsetsForLeaderEpochRequest
-    ) -> None:
-        pending = self._new_pending(ctx, "OffsetsForLeaderEpoch", request)
-        for wanted in request.partitions:
-            if self._partition_ref(wanted.tp) is None:
-                pending.results[wanted.tp] = OffsetForLeaderEpochResult(
-                    topic=wanted.topic,
-                    partition=wanted.partition,
-                    error_code=self._missing_partition_error(wanted.tp),
-                )
-                continue
-            message = LastOffsetForLeaderEpoch(
-                request.replica_id, wanted.current_leader_epoch, wanted.leader_epoch
-            )
-            self._ask_partition(ctx, pending, wanted.tp, message, self.config.request_timeout_ms)
-        if not pending.waiting:
-            self._finish_offsets_for_leader_epoch(ctx, pending)
-
-    def _finish_offsets_for_leader_epoch(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
-        request = pending.request
-        assert isinstance(request, OffsetsForLeaderEpochRequest)
-        self._reply(ctx, pending, assemble_offsets_for_leader_epoch_response(request, pending.results))
-
-    def _on_list_offsets(self, ctx: Context[BrokerMessage], request: ListOffsetsRequest) -> None:
-        pending = self._new_pending(ctx, "ListOffsets", request)
-        for wanted in request.partitions:
-            if self._partition_ref(wanted.tp) is None:
-                pending.results[wanted.tp] = ListOffsetsPartitionResponse(
-                    topic=wanted.topic,
-                    partition=wanted.partition,
-                    error_code=self._missing_partition_error(wanted.tp),
-                )
-                continue
-            message = FetchOffsetForTimestamp(
-                request.replica_id, wanted.timestamp, wanted.current_leader_epoch
-            )
-            self._ask_partition(ctx, pending, wanted.tp, message, self.config.request_timeout_ms)
-        if not pending.waiting:
-            self._finish_list_offsets(ctx, pending)
-
-    def _finish_list_offsets(self, ctx: Context[BrokerMessage], pending: PendingRequest) -> None:
-        request = pending.request
-        assert isinstance(request, ListOffsetsRequest)
-        self._reply(ctx, pending, assemble_list_offsets_response(request, pending.results))
 
     def _metadata_response(self, ctx: Context[BrokerMessage], request: MetadataRequest) -> MetadataResponse:
         """Kafka's Metadata; with ``auto.create.topics.enable`` and a request that allows it, named
@@ -1255,8 +972,8 @@ class BrokerActor(Actor[BrokerMessage]):
             live_brokers=tuple(sorted(self.metadata.live_brokers)),
             hosted_partitions=len(self.hosted),
             fetchers=len(self.hosted.fetcher_manager),
-            parked_fetches=sum(1 for p in self.pending.values() if p.parked),
-            pending_requests=len(self.pending),
+            parked_fetches=len(self.requests.purgatory),
+            pending_requests=len(self.requests),
             propagation_outcomes={o.value: n for o, n in propagation.outcomes.items()} if propagation else {},
             pending_isr_changes=propagation.pending if propagation else 0,
             propagation_failures_total=propagation.propagation_failures_total if propagation else 0,
@@ -1288,9 +1005,3 @@ class BrokerActor(Actor[BrokerMessage]):
                 if me in state.replicas and me not in state.isr and state.leader >= 0 and state.leader != me
             )
         )
-
-
-def _fetch_error(tp: TopicPartition, error: ErrorCode) -> PartitionReadResult:
-    return PartitionReadResult(
-        FetchPartitionResponse(topic=tp.topic, partition=tp.partition, error_code=error)
-    )
