@@ -407,21 +407,19 @@ class PartitionActor(Actor[PartitionMessage]):
     def on_start(self, ctx: Context[PartitionMessage]) -> None:
         # The broker's last word on our role (also after a supervisor restart, which loses it).
         role = self._initial_role() if self._initial_role is not None else None
-        if isinstance(role, BecomeLeader):
-            if self._restarted and ProtocolFault.FORGET_ISR_ON_RESTART not in self.config.protocol_faults:
-                # The crash lost every ISR change this leader made since that LeaderAndIsr: serving
-                # with its ISR could drop a replica ZooKeeper still lists (a later clean election
-                # of it would lose acknowledged records). Kafka never rebuilds ISR state from an old
-                # request: read the znode first, serve nothing until then.
-                self._recovering = role
-                self._recover_leadership(ctx)
-            else:
-                self._on_become_leader(ctx, role)
-        elif isinstance(role, BecomeFollower):
-            self._on_become_follower(ctx, role)
-        elif isinstance(role, CreateLog):
-            self.policy = role.policy
-            self._ensure_log(ctx, role.log_config)
+        if (
+            isinstance(role, BecomeLeader)
+            and self._restarted
+            and ProtocolFault.FORGET_ISR_ON_RESTART not in self.config.protocol_faults
+        ):
+            # The crash lost every ISR change this leader made since that LeaderAndIsr: serving
+            # with its ISR could drop a replica ZooKeeper still lists (a later clean election of it
+            # would lose acknowledged records). Kafka never rebuilds ISR state from an old request:
+            # read the znode first, serve nothing until then.
+            self._recovering = role
+            self._recover_leadership(ctx)
+        elif role is not None:
+            self._dispatch(ctx, role)
 
     def on_stop(self, ctx: Context[PartitionMessage]) -> None:
         self._fail_delayed_produces(ctx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -485,13 +483,20 @@ class PartitionActor(Actor[PartitionMessage]):
         )  # fmt: skip
         self._on_become_leader(ctx, dataclasses.replace(role, state=restored))
 
-    def _on_become_leader(self, ctx: Context[PartitionMessage], message: BecomeLeader) -> None:
+    def _begin_role_change(
+        self, ctx: Context[PartitionMessage], message: BecomeLeader | BecomeFollower
+    ) -> tuple[Log, str]:
+        """What every LeaderAndIsr does first, whichever role it gives: end a recovery in progress,
+        make sure of the log, take the topic's policy. Returns the log and the role being left."""
         self._recovering = None
         self._recovery_generation += 1
-        state = message.state
         log = self._ensure_log(ctx, message.log_config)
         self.policy = message.policy
-        previous = self._describe_role()
+        return log, self._describe_role()
+
+    def _on_become_leader(self, ctx: Context[PartitionMessage], message: BecomeLeader) -> None:
+        log, previous = self._begin_role_change(ctx, message)
+        state = message.state
         self.state.make_leader(
             controller_epoch=state.controller_epoch,
             leader_epoch=state.leader_epoch,
@@ -525,12 +530,8 @@ class PartitionActor(Actor[PartitionMessage]):
         self._changed(ctx)
 
     def _on_become_follower(self, ctx: Context[PartitionMessage], message: BecomeFollower) -> None:
-        self._recovering = None
-        self._recovery_generation += 1
+        log, previous = self._begin_role_change(ctx, message)
         state = message.state
-        log = self._ensure_log(ctx, message.log_config)
-        self.policy = message.policy
-        previous = self._describe_role()
         self.state.make_follower(
             controller_epoch=state.controller_epoch,
             leader_id=state.leader,
