@@ -5,9 +5,9 @@ Theory of operation
 *Events.* Everything the controller reacts to — its own election, a watch firing, a controlled
 shutdown request, the auto-rebalance tick — becomes an event in one FIFO queue, processed one at a
 time (Kafka's ``ControllerEventManager``). Processing an event means driving its script
-(``logic.py``): each ZooKeeper request the script yields is executed outside the actor
-(``pipe_to_self`` into ``runtime.coordination.requests.execute``) and its result (or exception) is
-fed back in. When the script ends, the broker requests it batched are sent. Queue size, time in
+(``logic.py``) with the runtime's script driver in its one-at-a-time mode (``runtime/scripts.py``):
+each ZooKeeper request the script yields is executed outside the actor and its result (or
+exception) is fed back in. When the script ends, the broker requests it batched are sent. Queue size, time in
 queue and processing time per event kind are measured.
 
 *Activation.* ``Elect`` runs at start, when ``/controller`` changes, and when a new ZooKeeper
@@ -32,7 +32,7 @@ from __future__ import annotations
 import enum
 import itertools
 from collections import deque
-from collections.abc import Generator
+from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
 
@@ -61,10 +61,12 @@ from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator, WatchEvent
 from runtime.coordination.errors import ConnectionLossError, SessionExpiredError
-from runtime.coordination.requests import FencedError, ZkExists, ZkGet, ZkRequest, execute
+from runtime.coordination.requests import FencedError, ZkExists, ZkGet
 from runtime.coordination.session import SessionEvent, SessionState, Subscription
 from runtime.histogram import Histogram, HistogramSnapshot
 from runtime.messages import AskFailure, Requester
+from runtime.scripts import Resume as ScriptResume
+from runtime.scripts import ScriptRunner, ScriptStep
 from runtime.transport.addresses import AddressBook
 
 __all__ = [
@@ -147,18 +149,6 @@ class _WatchFired:
 
 
 @dataclass(frozen=True, slots=True)
-class _StepDone:
-    step: int
-    result: Any
-
-
-@dataclass(frozen=True, slots=True)
-class _StepFailed:
-    step: int
-    error: Exception
-
-
-@dataclass(frozen=True, slots=True)
 class _ChannelReply:
     broker_id: BrokerId
     generation: int
@@ -200,8 +190,8 @@ ControllerMessage: TypeAlias = (
     | ListPartitionReassignmentsRequest
     | _SessionChanged
     | _WatchFired
-    | _StepDone
-    | _StepFailed
+    | ScriptStep
+    | ScriptResume
     | _ChannelReply
     | _ChannelRetry
     | _Tick
@@ -212,9 +202,8 @@ ControllerMessage: TypeAlias = (
 @dataclass(slots=True)
 class _Running:
     event: _Event
-    script: Generator[Any, Any, Any]
     started_ns: int
-    step: int = 0
+    script_id: int = 0
 
 
 @dataclass(slots=True)
@@ -280,7 +269,8 @@ class ControllerActor(Actor[ControllerMessage]):
         self.running: _Running | None = None
         self.channels: dict[BrokerId, _Channel] = {}
         self._subscription: Subscription | None = None
-        self._steps = itertools.count(1)
+        # Scripts run one at a time, in the order of the event queue.
+        self.scripts = ScriptRunner(coordinator, one_at_a_time=True, on_watch=self._watch_message)
         self._channel_numbers = itertools.count(1)
         self.unclean_leader_elections_total = 0
         self.elections_won_total = 0
@@ -301,9 +291,8 @@ class ControllerActor(Actor[ControllerMessage]):
     def on_stop(self, ctx: Context[ControllerMessage]) -> None:
         if self._subscription is not None:
             self._subscription.cancel()
-        if self.running is not None:
-            self.running.script.close()
-            self.running = None
+        self.scripts.cancel_all()
+        self.running = None
 
     @property
     def active(self) -> bool:
@@ -355,10 +344,10 @@ class ControllerActor(Actor[ControllerMessage]):
                     elif message.kind is WatchKind.PARTITION_REASSIGNMENT_ISR_CHANGE:
                         tp = _state_path_partition(message.path)
                     self._enqueue(ctx, _Event(_WATCH_EVENTS[message.kind], ctx.now_ns, topic=topic, tp=tp))
-            case _StepDone():
-                self._advance(ctx, message.step, value=message.result)
-            case _StepFailed():
-                self._advance(ctx, message.step, error=message.error)
+            case ScriptStep():
+                self.scripts.on_step(ctx, message)
+            case ScriptResume():
+                self.scripts.on_resume(ctx, message)
             case _ChannelReply():
                 self._on_channel_reply(ctx, message)
             case _ChannelRetry():
@@ -392,7 +381,7 @@ class ControllerActor(Actor[ControllerMessage]):
     def _resign(self, ctx: Context[ControllerMessage]) -> None:
         was_active = self.active
         if self.running is not None:
-            self.running.script.close()
+            self.scripts.cancel(self.running.script_id)
             if self.running.event.requester is not None:
                 ctx.reply_to(self.running.event.requester, _not_controller(self.running.event))
             self.running = None
@@ -426,8 +415,12 @@ class ControllerActor(Actor[ControllerMessage]):
             script = self._script_for(ctx, event)
             if script is None:
                 continue
-            self.running = _Running(event, script, ctx.now_ns)
-            self._advance(ctx, 0, value=None)
+            running = self.running = _Running(event, ctx.now_ns)
+
+            def finish(value: object, error: Exception | None, running: _Running = running) -> None:
+                self._script_ended(ctx, running, value, error)
+
+            running.script_id = self.scripts.start(ctx, script, finish)
 
     def _script_for(self, ctx: Context[ControllerMessage], event: _Event) -> Generator[Any, Any, Any] | None:
         kind = event.kind
@@ -505,53 +498,39 @@ class ControllerActor(Actor[ControllerMessage]):
 
     # ------------------------------------------------------------------------------ the driver
 
-    def _advance(
+    def _script_ended(
         self,
         ctx: Context[ControllerMessage],
-        step: int,
-        *,
-        value: object = None,
-        error: Exception | None = None,
+        running: _Running,
+        value: object,
+        error: Exception | None,
     ) -> None:
-        running = self.running
-        if running is None or running.step != step:
-            return  # a late answer for a script that was abandoned
-        try:
-            request = running.script.send(value) if error is None else running.script.throw(error)
-        except StopIteration as finished:
-            self._finish(ctx, running, finished.value)
-            return
-        except FencedError as fenced:
-            ctx.log.warning("controller fenced (%s): resigning", fenced)
-            self._resign_and_reelect(ctx)
-            return
-        except (ConnectionLossError, SessionExpiredError) as lost:
-            self._retry_later(ctx, running, lost)
-            return
-        except Exception:
-            ctx.log.exception("controller event %s failed: resigning", running.event.kind.value)
-            self._resign_and_reelect(ctx)
-            return
-        running.step = next(self._steps)
-        self._execute(ctx, running.step, request)
+        if self.running is not running:
+            return  # abandoned meanwhile (cancelled scripts never end here; kept as a guard)
+        match error:
+            case None:
+                self._finish(ctx, running, value)
+            case FencedError():
+                ctx.log.warning("controller fenced (%s): resigning", error)
+                self._resign_and_reelect(ctx)
+            case ConnectionLossError() | SessionExpiredError():
+                self._retry_later(ctx, running, error)
+            case _:
+                ctx.log.error(
+                    "controller event %s failed: resigning", running.event.kind.value, exc_info=error
+                )
+                self._resign_and_reelect(ctx)
 
-    def _execute(self, ctx: Context[ControllerMessage], step: int, request: ZkRequest | Watched) -> None:
-        coordinator = self.coordinator
-        watch = None
-        if isinstance(request, Watched):
-            kind, generation = request.kind, self.generation
-            fire = ctx.message_adapter(lambda path: _WatchFired(kind, generation, str(path)))
+    def _watch_message(self, kind: Hashable) -> Callable[[WatchEvent], _WatchFired]:
+        """What a watch set now becomes when it fires: an event of its kind, for the activation
+        of now (a later activation ignores it)."""
+        assert isinstance(kind, WatchKind)
+        generation = self.generation
 
-            def watch(event: WatchEvent) -> None:
-                fire(event.path)
+        def fired(event: WatchEvent) -> _WatchFired:
+            return _WatchFired(kind, generation, str(event.path))
 
-            request = request.request
-        zk_request = request
-        ctx.pipe_to_self(
-            lambda: execute(coordinator, zk_request, watch),
-            lambda result: _StepDone(step, result),
-            lambda error: _StepFailed(step, error),
-        )
+        return fired
 
     def _finish(self, ctx: Context[ControllerMessage], running: _Running, result: object) -> None:
         self.running = None
@@ -593,7 +572,6 @@ class ControllerActor(Actor[ControllerMessage]):
             running.event.kind.value,
             error,
         )
-        running.script.close()
         self.running = None
         if self.logic is not None:
             # Requests batched by the abandoned attempt are dropped; the retry rebuilds them.

@@ -89,6 +89,7 @@ from runtime.coordination.requests import (
     ZkRequest,
 )
 from runtime.histogram import Histogram
+from runtime.scripts import Watch
 
 __all__ = [
     "ControllerLogic",
@@ -119,12 +120,9 @@ class WatchKind(enum.Enum):
     PARTITION_REASSIGNMENT_ISR_CHANGE = "partition_reassignment_isr_change"
 
 
-@dataclass(frozen=True, slots=True)
-class Watched:
-    """A request whose watch, when it fires, becomes a controller event of ``kind``."""
-
-    request: ZkRequest
-    kind: WatchKind
+# A request whose watch, when it fires, becomes a controller event of ``kind`` (the script
+# driver's watch step).
+Watched = Watch
 
 
 Step = ZkRequest | Watched
