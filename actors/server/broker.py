@@ -50,7 +50,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
@@ -86,6 +85,14 @@ from actors.group.coordinator_actor import GroupCoordinatorStarted
 from actors.server import zk_data
 from actors.server.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
 from actors.server.config import BrokerConfig, TopicPolicy
+from actors.server.controller_gate import (
+    ControllerRead,
+    ControllerRequest,
+    ControllerRequestGate,
+    ReadControllerAgain,
+    TopicConfigsReady,
+    answer,
+)
 from actors.server.fetch_purgatory import FetchExpired
 from actors.server.isr_propagation import (
     ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
@@ -113,15 +120,12 @@ from actors.server.request_fanout import PartitionReply, RequestFanOut
 from actors.server.state_changes import StateChange, StateChangeLog
 from actors.server.topic_config_manager import (
     BrokerConfigChanged,
-    LoadTopicConfigs,
     TopicConfigChanged,
     TopicConfigManagerActor,
-    TopicConfigsLoaded,
 )
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator, CreateResult
-from runtime.coordination.errors import NoNodeError
 from runtime.histogram import Histogram
 from runtime.messages import Requester
 from runtime.ref import ActorRef
@@ -146,21 +150,6 @@ class _IsrExpirationTick:
 
 @dataclass(frozen=True, slots=True)
 class _PropagationTick:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _ControllerRead:
-    """What ZooKeeper names as the controller (``controller_id`` None: nobody), or why it could not
-    be read."""
-
-    controller_epoch: int
-    controller_id: int | None
-    error: Exception | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class _ReadControllerAgain:
     pass
 
 
@@ -202,13 +191,6 @@ class _AutoCreated:
     topics: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class _TopicConfigsReady:
-    """The topic-configs actor's answer (None: it failed; the held requests wait for a retry)."""
-
-    loaded: TopicConfigsLoaded | None
-
-
 @dataclass(slots=True)
 class _PendingDeletion:
     """A StopReplica(delete) answered once every partition's log is gone (Kafka answers after
@@ -219,14 +201,6 @@ class _PendingDeletion:
     started: int
     partitions: tuple[TopicPartition, ...]
     errors: dict[TopicPartition, ErrorCode]
-
-
-ControllerRequest: TypeAlias = LeaderAndIsrRequest | UpdateMetadataRequest | StopReplicaRequest
-
-
-def _answer(ctx: Context[Any], requester: Requester | None, response: object) -> None:
-    if requester is not None:
-        ctx.reply_to(requester, response)
 
 
 BrokerMessage: TypeAlias = (
@@ -249,13 +223,13 @@ BrokerMessage: TypeAlias = (
     | _IsrExpirationTick
     | _PropagationTick
     | _PropagationDone
-    | _ControllerRead
-    | _ReadControllerAgain
+    | ControllerRead
+    | ReadControllerAgain
     | _CheckpointTick
     | _CheckpointDone
     | _RetentionTick
     | _FlushTick
-    | _TopicConfigsReady
+    | TopicConfigsReady
     | TopicConfigChanged
     | BrokerConfigChanged
     | _AutoCreated
@@ -335,18 +309,16 @@ class BrokerActor(Actor[BrokerMessage]):
         self.topic_settings: dict[str, tuple[TopicPolicy, LogConfig]] = {}
         # Controller requests waiting behind a LeaderAndIsr whose topics' configs are being read,
         # in arrival order (the controller's order is the order they take effect in).
-        self._held: deque[tuple[ControllerRequest, Requester | None, int]] = deque()
-        self._loading_topic_configs = False
         self._auto_creating: set[str] = set()
-        self.controller_epoch = 0
-        # The (controller epoch, controller id) ZooKeeper last named, and whether a read is under way.
-        self._zk_controller: tuple[int, int | None] | None = None
-        self._reading_controller = False
-        self._controller_reads = 0  # consecutive reads that found an epoch below a request's
-        self.forged_controller_requests_total = 0
+        self.gate = ControllerRequestGate(
+            coordinator=coordinator,
+            request_timeout_ms=config.request_timeout_ms,
+            request_metrics=self.request_metrics,
+            missing_topic_configs=self._missing_topic_configs,
+            apply=self._apply_controller_request,
+        )
         self._deletion_ids = itertools.count(1)
         self._pending_deletions: dict[int, _PendingDeletion] = {}
-        self.broker_epoch = -1
         self.registered = False
         self.has_current_metadata = False
         self.state = BrokerState.STARTING
@@ -356,6 +328,18 @@ class BrokerActor(Actor[BrokerMessage]):
         self.zookeeper_expires_total = 0
         self.zookeeper_disconnects_total = 0
         self._registration_ref: ActorRef | None = None
+
+    @property
+    def controller_epoch(self) -> int:
+        return self.gate.controller_epoch
+
+    @property
+    def broker_epoch(self) -> int:
+        return self.gate.broker_epoch
+
+    @property
+    def forged_controller_requests_total(self) -> int:
+        return self.gate.forged_controller_requests_total
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -443,11 +427,8 @@ class BrokerActor(Actor[BrokerMessage]):
             case MetadataRequest():
                 self._count_request(ctx, "Metadata", ctx.now_ns)
                 ctx.reply(self._metadata_response(ctx, message))
-            case LeaderAndIsrRequest():
-                self._on_leader_and_isr(ctx, message)
-            case UpdateMetadataRequest() | StopReplicaRequest():
-                self._held.append((message, ctx.requester, ctx.now_ns))
-                self._release_held(ctx)
+            case LeaderAndIsrRequest() | UpdateMetadataRequest() | StopReplicaRequest():
+                self.gate.hold(ctx, message)
             case IsrChangeRecorded():
                 assert self.propagation is not None
                 self.propagation.record(message.tp, ctx.now_ms)
@@ -471,10 +452,10 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._on_isr_expiration_tick(ctx)
             case _PropagationTick():
                 self._on_propagation_tick(ctx)
-            case _ControllerRead():
-                self._on_controller_read(ctx, message)
-            case _ReadControllerAgain():
-                self._release_held(ctx)
+            case ControllerRead():
+                self.gate.controller_read(ctx, message)
+            case ReadControllerAgain():
+                self.gate.release(ctx)
             case _PropagationDone():
                 self._on_propagation_done(ctx, message)
             case _CheckpointTick():
@@ -483,7 +464,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 self._on_checkpoint_done(ctx, message)
             case _AutoCreated():
                 self._auto_creating.difference_update(message.topics)
-            case _TopicConfigsReady():
+            case TopicConfigsReady():
                 self._on_topic_configs_ready(ctx, message)
             case PartitionDeleted():
                 self._on_partition_deleted(ctx, message)
@@ -557,23 +538,11 @@ class BrokerActor(Actor[BrokerMessage]):
 
     # -------------------------------------------------------------------- controller requests
 
-    def _check_controller_epoch(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
-        if controller_epoch < self.controller_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        if self.broker_epoch == -1 or broker_epoch < self.broker_epoch:
-            # KIP-380. Before this process has registered, a request naming a broker epoch was
-            # meant for an earlier process of this broker (its registration still in ZooKeeper):
-            # acting on it would make this one, with whatever its disk kept, leader in an epoch
-            # it never led. Kafka serves no controller request before registering.
-            return ErrorCode.STALE_BROKER_EPOCH
-        return ErrorCode.NONE
-
-    def _on_leader_and_isr(self, ctx: Context[BrokerMessage], request: LeaderAndIsrRequest) -> None:
-        """Kafka reads a new topic's config from ZooKeeper before creating its log; here the
-        request is held (with the controller's later requests, to keep their order) until the
-        configs are read."""
-        self._held.append((request, ctx.requester, ctx.now_ns))
-        self._release_held(ctx)
+    def _missing_topic_configs(self, request: ControllerRequest) -> list[str]:
+        """A LeaderAndIsr's topics whose configs have not been read from ZooKeeper yet."""
+        if not isinstance(request, LeaderAndIsrRequest) or self._fixed_topic_config:
+            return []
+        return sorted({s.topic for s in request.partition_states} - self.topic_settings.keys())
 
     def _topic_settings_of(self, topic: str) -> tuple[TopicPolicy, LogConfig]:
         settings = self.topic_settings.get(topic)
@@ -581,132 +550,27 @@ class BrokerActor(Actor[BrokerMessage]):
             return settings
         return self.config.topic_policy(), self.log_manager.config_for(topic)
 
-    def _release_held(self, ctx: Context[BrokerMessage]) -> None:
-        while self._held:
-            request, requester, started = self._held[0]
-            if self.broker_epoch == -1 and request.broker_epoch != -1:
-                # Kafka serves no controller request before its broker registered: the controller
-                # may act on the new registration before this broker hears it was created.
-                return  # released when BrokerRegistered arrives
-            verdict = self._controller_verdict(ctx, request)
-            if verdict is None:
-                return  # released when ZooKeeper has been read
-            if not verdict:
-                self._held.popleft()
-                self._refuse_unverified(ctx, request, requester, started)
-                continue
-            missing = (
-                sorted({s.topic for s in request.partition_states} - self.topic_settings.keys())
-                if isinstance(request, LeaderAndIsrRequest) and not self._fixed_topic_config
-                else []
-            )
-            if missing:
-                if not self._loading_topic_configs:
-                    self._loading_topic_configs = True
-                    ctx.ask(
-                        ActorRef(node_id=ctx.self_ref.node_id, name=TOPIC_CONFIGS_ACTOR_NAME),
-                        LoadTopicConfigs(tuple(missing)),
-                        timeout_ms=self.config.request_timeout_ms,
-                        on_reply=lambda reply: _TopicConfigsReady(
-                            reply if isinstance(reply, TopicConfigsLoaded) else None
-                        ),
-                        on_failure=lambda _failure: _TopicConfigsReady(None),
-                    )
-                return
-            self._held.popleft()
-            match request:
-                case LeaderAndIsrRequest():
-                    self._apply_leader_and_isr(ctx, request, requester, started)
-                case UpdateMetadataRequest():
-                    self._apply_update_metadata(ctx, request, requester, started)
-                case StopReplicaRequest():
-                    self._apply_stop_replica(ctx, request, requester, started)
-                case _:
-                    assert_never(request)
-
-    # Reads of /controller that found an epoch below a request's before it is refused: a ZooKeeper
-    # server may serve a read from before the controller's write for a moment.
-    _CONTROLLER_READS_MAX = 5
-    _CONTROLLER_READ_RETRY_MS = 200
-
-    def _controller_verdict(self, ctx: Context[BrokerMessage], request: ControllerRequest) -> bool | None:
-        """True: ZooKeeper names this request's controller (or its epoch is already behind, which
-        the epoch check answers); False: refuse it; None: ZooKeeper is being read."""
-        if request.controller_epoch < self.controller_epoch:
-            return True
-        known = self._zk_controller
-        if known is not None and request.controller_epoch <= known[0]:
-            return (request.controller_epoch, request.controller_id) == known
-        if self._controller_reads >= self._CONTROLLER_READS_MAX:
-            return False  # its epoch is still ahead of ZooKeeper's: nobody was elected with it
-        if not self._reading_controller:
-            self._reading_controller = True
-            coordinator = self.coordinator
-
-            async def read() -> _ControllerRead:
-                epoch = zk_data.decode_controller_epoch(
-                    (await coordinator.get(zk_data.CONTROLLER_EPOCH_PATH))[0]
-                )
-                try:
-                    data, _ = await coordinator.get(zk_data.CONTROLLER_PATH)
-                except NoNodeError:
-                    return _ControllerRead(epoch, None)
-                return _ControllerRead(epoch, zk_data.decode_controller(data).broker_id)
-
-            ctx.pipe_to_self(read, lambda result: result, lambda error: _ControllerRead(0, None, error))
-        return None
-
-    def _on_controller_read(self, ctx: Context[BrokerMessage], message: _ControllerRead) -> None:
-        self._reading_controller = False
-        if message.error is not None:
-            ctx.log.warning("cannot read the controller from ZooKeeper (%s); retrying", message.error)
-            ctx.start_timer("read-controller", _ReadControllerAgain(), self._CONTROLLER_READ_RETRY_MS)
-            return
-        self._zk_controller = (message.controller_epoch, message.controller_id)
-        if self._held and self._held[0][0].controller_epoch > message.controller_epoch:
-            self._controller_reads += 1
-            ctx.start_timer("read-controller", _ReadControllerAgain(), self._CONTROLLER_READ_RETRY_MS)
-            return
-        self._controller_reads = 0
-        self._release_held(ctx)
-
-    def _refuse_unverified(
-        self,
-        ctx: Context[BrokerMessage],
-        request: ControllerRequest,
-        requester: Requester | None,
-        started: int,
+    def _apply_controller_request(
+        self, ctx: Context[Any], request: ControllerRequest, requester: Requester | None, started: int
     ) -> None:
-        self._controller_reads = 0
-        self.forged_controller_requests_total += 1
-        kind = type(request).__name__.removesuffix("Request")
-        ctx.log.warning(
-            "refusing %s from controller %d with epoch %d: ZooKeeper names controller %s with epoch %s",
-            kind, request.controller_id, request.controller_epoch,
-            *(("none", "none") if self._zk_controller is None else self._zk_controller),
-        )  # fmt: skip
-        error = ErrorCode.STALE_CONTROLLER_EPOCH
-        self._count_error(kind, error)
         match request:
             case LeaderAndIsrRequest():
-                _answer(ctx, requester, LeaderAndIsrResponse(error_code=error))
+                self._apply_leader_and_isr(ctx, request, requester, started)
             case UpdateMetadataRequest():
-                _answer(ctx, requester, UpdateMetadataResponse(error_code=error))
+                self._apply_update_metadata(ctx, request, requester, started)
             case StopReplicaRequest():
-                _answer(ctx, requester, StopReplicaResponse(error_code=error))
+                self._apply_stop_replica(ctx, request, requester, started)
             case _:
                 assert_never(request)
-        self._count_request(ctx, kind, started)
 
-    def _on_topic_configs_ready(self, ctx: Context[BrokerMessage], message: _TopicConfigsReady) -> None:
-        self._loading_topic_configs = False
+    def _on_topic_configs_ready(self, ctx: Context[BrokerMessage], message: TopicConfigsReady) -> None:
         if message.loaded is None:
             ctx.log.warning("topic configs not read yet; LeaderAndIsr waits and asks again")
         else:
             self.topic_settings.update(message.loaded.settings)
             for topic, (_, log_config) in message.loaded.settings.items():
                 self._update_topic_quotas(topic, log_config)
-        self._release_held(ctx)
+        self.gate.topic_configs_read(ctx)
 
     def _update_topic_quotas(self, topic: str, log_config: LogConfig) -> None:
         self.quotas.update_topic(
@@ -722,17 +586,6 @@ class BrokerActor(Actor[BrokerMessage]):
         requester: Requester | None,
         started: int,
     ) -> None:
-        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
-        if error is not ErrorCode.NONE:
-            ctx.log.warning(
-                "ignoring LeaderAndIsr from controller %d with epoch %d (latest known %d): %s",
-                request.controller_id, request.controller_epoch, self.controller_epoch, error.name,
-            )  # fmt: skip
-            self._count_error("LeaderAndIsr", error)
-            _answer(ctx, requester, LeaderAndIsrResponse(error_code=error))
-            self._count_request(ctx, "LeaderAndIsr", started)
-            return
-        self.controller_epoch = request.controller_epoch
         for endpoint in request.live_leaders:
             self.metadata.add_live_broker(endpoint)
             self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
@@ -752,7 +605,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 _CheckpointTick("high-watermark"),
                 self.config.replica_high_watermark_checkpoint_interval_ms,
             )
-        _answer(ctx, requester, LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
+        answer(ctx, requester, LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
         self._count_request(ctx, "LeaderAndIsr", started)
 
     def _apply_update_metadata(
@@ -762,13 +615,6 @@ class BrokerActor(Actor[BrokerMessage]):
         requester: Requester | None,
         started: int,
     ) -> None:
-        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
-        if error is not ErrorCode.NONE:
-            self._count_error("UpdateMetadata", error)
-            _answer(ctx, requester, UpdateMetadataResponse(error_code=error))
-            self._count_request(ctx, "UpdateMetadata", started)
-            return
-        self.controller_epoch = request.controller_epoch
         self.metadata.update(request)
         if self.registered and any(b.broker_id == self.broker_id for b in request.live_brokers):
             # The controller has seen this incarnation: the cache now describes the cluster as it
@@ -783,7 +629,7 @@ class BrokerActor(Actor[BrokerMessage]):
                     ctx.tell(self._registration_ref, RestartSeen())
         for endpoint in request.live_brokers:
             self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
-        _answer(ctx, requester, UpdateMetadataResponse(error_code=ErrorCode.NONE))
+        answer(ctx, requester, UpdateMetadataResponse(error_code=ErrorCode.NONE))
         self._count_request(ctx, "UpdateMetadata", started)
 
     def _apply_stop_replica(
@@ -793,20 +639,13 @@ class BrokerActor(Actor[BrokerMessage]):
         requester: Requester | None,
         started: int,
     ) -> None:
-        error = self._check_controller_epoch(request.controller_epoch, request.broker_epoch)
-        if error is not ErrorCode.NONE:
-            self._count_error("StopReplica", error)
-            _answer(ctx, requester, StopReplicaResponse(error_code=error))
-            self._count_request(ctx, "StopReplica", started)
-            return
-        self.controller_epoch = request.controller_epoch
         if request.delete_partitions:
             self._delete_replicas(ctx, request, requester, started)
             return
         for tp in request.partitions:
             self.hosted.stop(ctx, tp)
         self.hosted.stop_idle_fetchers(ctx)
-        _answer(
+        answer(
             ctx,
             requester,
             StopReplicaResponse(
@@ -859,7 +698,7 @@ class BrokerActor(Actor[BrokerMessage]):
         failed = [tp for tp, error in pending.errors.items() if error is not ErrorCode.NONE]
         if failed:
             ctx.log.warning("StopReplica(delete) failed for %s", ", ".join(str(tp) for tp in sorted(failed)))
-        _answer(
+        answer(
             ctx,
             pending.requester,
             StopReplicaResponse(
@@ -876,11 +715,10 @@ class BrokerActor(Actor[BrokerMessage]):
 
     def _on_registered(self, ctx: Context[BrokerMessage], message: BrokerRegistered) -> None:
         self.registered = True
-        self.broker_epoch = message.broker_epoch
         ctx.log.info(
             "registered in ZooKeeper as broker %d (broker epoch %d)", message.broker_id, message.broker_epoch
         )
-        self._release_held(ctx)
+        self.gate.registered(ctx, message.broker_epoch)
 
     def _on_session_lost(self, ctx: Context[BrokerMessage]) -> None:
         self.registered = False
@@ -965,9 +803,9 @@ class BrokerActor(Actor[BrokerMessage]):
         return BrokerStatistics(
             broker_id=self.broker_id,
             broker_state=self.state,
-            broker_epoch=self.broker_epoch,
+            broker_epoch=self.gate.broker_epoch,
             registered=self.registered,
-            controller_epoch=self.controller_epoch,
+            controller_epoch=self.gate.controller_epoch,
             controller_id=self.metadata.controller_id,
             live_brokers=tuple(sorted(self.metadata.live_brokers)),
             hosted_partitions=len(self.hosted),
