@@ -737,10 +737,18 @@ class PartitionActor(Actor[PartitionMessage]):
 
     # --------------------------------------------------------------------------------- fetch
 
-    def _fetch_error(self, error: ErrorCode, text: str) -> PartitionReadResult:
+    def _fetch_failed(
+        self, error: ErrorCode, text: str, *, high_watermark: int = -1, log_start_offset: int = -1
+    ) -> PartitionReadResult:
+        """The answer to a read refused (the offsets are known when the fetch offset was out of range)."""
         return PartitionReadResult(
             FetchPartitionResponse(
-                topic=self.tp.topic, partition=self.tp.partition, error_code=error, error_message=text
+                topic=self.tp.topic,
+                partition=self.tp.partition,
+                error_code=error,
+                error_message=text,
+                high_watermark=high_watermark,
+                log_start_offset=log_start_offset,
             )
         )
 
@@ -755,7 +763,7 @@ class PartitionActor(Actor[PartitionMessage]):
                 if log is ErrorCode.NOT_LEADER_OR_FOLLOWER
                 else f"request epoch {message.current_leader_epoch}, leader epoch {self.state.leader_epoch}"
             )
-            ctx.reply(self._fetch_error(log, text))
+            ctx.reply(self._fetch_failed(log, text))
             return
         from_follower = message.replica_id >= 0
         replica = self.state.remote_replicas.get(message.replica_id) if from_follower else None
@@ -778,11 +786,14 @@ class PartitionActor(Actor[PartitionMessage]):
             )
         except OffsetOutOfRangeError as error:
             self.counters.failed_fetch_requests_total += 1
-            response = FetchPartitionResponse(
-                topic=self.tp.topic, partition=self.tp.partition, error_code=ErrorCode.OFFSET_OUT_OF_RANGE,
-                high_watermark=high_watermark, log_start_offset=log_start_offset, error_message=str(error),
-            )  # fmt: skip
-            ctx.reply(PartitionReadResult(response))
+            ctx.reply(
+                self._fetch_failed(
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                    str(error),
+                    high_watermark=high_watermark,
+                    log_start_offset=log_start_offset,
+                )
+            )
             return
         advanced = False
         records = info.records
