@@ -84,6 +84,16 @@ from actors.controller.controller import EnableTopicUncleanLeaderElection
 from actors.group.coordinator_actor import GroupCoordinatorStarted
 from actors.server import zk_data
 from actors.server.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
+from actors.server.broker_tasks import (
+    BrokerTasks,
+    CheckpointDone,
+    CheckpointTick,
+    FlushTick,
+    IsrExpirationTick,
+    PropagationDone,
+    PropagationTick,
+    RetentionTick,
+)
 from actors.server.config import BrokerConfig, TopicPolicy
 from actors.server.controller_gate import (
     ControllerRead,
@@ -94,11 +104,6 @@ from actors.server.controller_gate import (
     answer,
 )
 from actors.server.fetch_purgatory import FetchExpired
-from actors.server.isr_propagation import (
-    ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
-    IsrChangePropagation,
-    PropagationOutcome,
-)
 from actors.server.metadata_cache import MetadataCache
 from actors.server.registration import (
     BrokerRegistered,
@@ -110,14 +115,12 @@ from actors.server.registration import (
 )
 from actors.server.replica.messages import (
     IsrChangeRecorded,
-    MaybeFlush,
-    MaybeShrinkIsr,
     PartitionChanged,
 )
 from actors.server.replica_manager import HostedPartitions, PartitionDeleted
 from actors.server.replication_quota import ReplicationQuotas
 from actors.server.request_fanout import PartitionReply, RequestFanOut
-from actors.server.state_changes import StateChange, StateChangeLog
+from actors.server.state_changes import StateChangeLog
 from actors.server.topic_config_manager import (
     BrokerConfigChanged,
     TopicConfigChanged,
@@ -125,63 +128,19 @@ from actors.server.topic_config_manager import (
 )
 from runtime.actor import Actor
 from runtime.context import Context
-from runtime.coordination.base import Coordinator, CreateResult
+from runtime.coordination.base import Coordinator
 from runtime.histogram import Histogram
 from runtime.messages import Requester
 from runtime.ref import ActorRef
-from runtime.storage.config import LONG_MAX, LogConfig
+from runtime.storage.config import LogConfig
 from runtime.storage.log_manager import LogManager
 from runtime.supervision import SupervisorStrategy
 from runtime.transport.addresses import AddressBook
 
 __all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
 
-# Kafka's LogManager starts its periodic tasks after this delay.
-_INITIAL_TASK_DELAY_MS = 30_000
-
 
 # ------------------------------------------------------------------------------ private messages
-
-
-@dataclass(frozen=True, slots=True)
-class _IsrExpirationTick:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _PropagationTick:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _PropagationDone:
-    """An ISR change notification was written (``error`` None) or not; what it carried, and why
-    it was written then (for its state-change event)."""
-
-    error: Exception | None
-    outcome: PropagationOutcome | None
-    partitions: tuple[TopicPartition, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class _CheckpointTick:
-    kind: str
-
-
-@dataclass(frozen=True, slots=True)
-class _CheckpointDone:
-    kind: str
-    error: Exception | None
-
-
-@dataclass(frozen=True, slots=True)
-class _RetentionTick:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class _FlushTick:
-    pass
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,15 +179,15 @@ BrokerMessage: TypeAlias = (
     | BrokerRegistrationFailed
     | PartitionReply
     | FetchExpired
-    | _IsrExpirationTick
-    | _PropagationTick
-    | _PropagationDone
+    | IsrExpirationTick
+    | PropagationTick
+    | PropagationDone
     | ControllerRead
     | ReadControllerAgain
-    | _CheckpointTick
-    | _CheckpointDone
-    | _RetentionTick
-    | _FlushTick
+    | CheckpointTick
+    | CheckpointDone
+    | RetentionTick
+    | FlushTick
     | TopicConfigsReady
     | TopicConfigChanged
     | BrokerConfigChanged
@@ -322,9 +281,13 @@ class BrokerActor(Actor[BrokerMessage]):
         self.registered = False
         self.has_current_metadata = False
         self.state = BrokerState.STARTING
-        self.propagation: IsrChangePropagation | None = None
-        self.hw_checkpoint_started = False
-        self._checkpoints_in_flight: set[str] = set()
+        self.tasks = BrokerTasks(
+            config=config,
+            log_manager=log_manager,
+            coordinator=coordinator,
+            hosted=self.hosted,
+            state_changes=state_changes,
+        )
         self.zookeeper_expires_total = 0
         self.zookeeper_disconnects_total = 0
         self._registration_ref: ActorRef | None = None
@@ -344,7 +307,6 @@ class BrokerActor(Actor[BrokerMessage]):
     # ------------------------------------------------------------------------------ lifecycle
 
     def on_start(self, ctx: Context[BrokerMessage]) -> None:
-        self.propagation = IsrChangePropagation(start_ms=ctx.now_ms)
         if not self._fixed_topic_config:
             broker = ctx.self_ref
             ctx.spawn(
@@ -366,42 +328,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 subscriber=ctx.self_ref,
             ),
         )
-        ctx.start_periodic_timer(
-            "isr-expiration", _IsrExpirationTick(), self.config.isr_expiration_interval_ms, initial_delay_ms=0
-        )
-        ctx.start_periodic_timer(
-            "isr-change-propagation",
-            _PropagationTick(),
-            ISR_CHANGE_PROPAGATION_CHECK_INTERVAL_MS,
-            initial_delay_ms=0,
-        )
-        ctx.start_periodic_timer(
-            "recovery-point-checkpoint",
-            _CheckpointTick("recovery-point"),
-            self.config.log_flush_offset_checkpoint_interval_ms,
-            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
-        )
-        ctx.start_periodic_timer(
-            "log-start-offset-checkpoint",
-            _CheckpointTick("log-start-offset"),
-            self.config.log_flush_start_offset_checkpoint_interval_ms,
-            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
-        )
-        ctx.start_periodic_timer(
-            "kafka-log-retention",
-            _RetentionTick(),
-            self.config.log_retention_check_interval_ms,
-            initial_delay_ms=_INITIAL_TASK_DELAY_MS,
-        )
-        if self.config.log_flush_scheduler_interval_ms < LONG_MAX:
-            # Kafka's kafka-log-flusher: flush.ms (log.flush.interval.ms) is checked on this
-            # interval only; with the default (Long.MAX) it never runs, as in Kafka.
-            ctx.start_periodic_timer(
-                "kafka-log-flusher",
-                _FlushTick(),
-                self.config.log_flush_scheduler_interval_ms,
-                initial_delay_ms=_INITIAL_TASK_DELAY_MS,
-            )
+        self.tasks.start(ctx)
         self.state = BrokerState.RUNNING
 
     # -------------------------------------------------------------------------------- dispatch
@@ -430,8 +357,7 @@ class BrokerActor(Actor[BrokerMessage]):
             case LeaderAndIsrRequest() | UpdateMetadataRequest() | StopReplicaRequest():
                 self.gate.hold(ctx, message)
             case IsrChangeRecorded():
-                assert self.propagation is not None
-                self.propagation.record(message.tp, ctx.now_ms)
+                self.tasks.isr_change_recorded(message.tp, ctx.now_ms)
             case PartitionChanged():
                 self.requests.purgatory.partition_changed(ctx, message)
             case BrokerRegistered():
@@ -448,20 +374,20 @@ class BrokerActor(Actor[BrokerMessage]):
                 self.requests.partition_replied(ctx, message)
             case FetchExpired():
                 self.requests.purgatory.expired(ctx, message)
-            case _IsrExpirationTick():
-                self._on_isr_expiration_tick(ctx)
-            case _PropagationTick():
-                self._on_propagation_tick(ctx)
+            case (
+                IsrExpirationTick()
+                | PropagationTick()
+                | PropagationDone()
+                | CheckpointTick()
+                | CheckpointDone()
+                | RetentionTick()
+                | FlushTick()
+            ):
+                self.tasks.receive(ctx, message)
             case ControllerRead():
                 self.gate.controller_read(ctx, message)
             case ReadControllerAgain():
                 self.gate.release(ctx)
-            case _PropagationDone():
-                self._on_propagation_done(ctx, message)
-            case _CheckpointTick():
-                self._start_checkpoint(ctx, message.kind)
-            case _CheckpointDone():
-                self._on_checkpoint_done(ctx, message)
             case _AutoCreated():
                 self._auto_creating.difference_update(message.topics)
             case TopicConfigsReady():
@@ -484,11 +410,6 @@ class BrokerActor(Actor[BrokerMessage]):
                     message.settings.leader_replication_throttled_rate,
                     message.settings.follower_replication_throttled_rate,
                 )
-            case _RetentionTick():
-                self.log_manager.delete_old_segments(now_ms=ctx.now_ms, wall_clock_ms=ctx.wall_clock_ms)
-            case _FlushTick():
-                for ref in self.hosted.refs():
-                    ctx.tell(ref, MaybeFlush())
             case _:
                 assert_never(message)
 
@@ -598,13 +519,7 @@ class BrokerActor(Actor[BrokerMessage]):
             for state in request.partition_states
         ]
         self.hosted.stop_idle_fetchers(ctx)
-        if not self.hw_checkpoint_started:
-            self.hw_checkpoint_started = True
-            ctx.start_periodic_timer(
-                "highwatermark-checkpoint",
-                _CheckpointTick("high-watermark"),
-                self.config.replica_high_watermark_checkpoint_interval_ms,
-            )
+        self.tasks.leader_and_isr_handled(ctx)
         answer(ctx, requester, LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
         self._count_request(ctx, "LeaderAndIsr", started)
 
@@ -726,78 +641,11 @@ class BrokerActor(Actor[BrokerMessage]):
         self.zookeeper_expires_total += 1
         ctx.log.warning("ZooKeeper session expired; the registration will be re-created")
 
-    # ---------------------------------------------------------------------- replica manager
-
-    def _on_isr_expiration_tick(self, ctx: Context[BrokerMessage]) -> None:
-        for ref in self.hosted.led():
-            ctx.tell(ref, MaybeShrinkIsr())
-
-    def _on_propagation_tick(self, ctx: Context[BrokerMessage]) -> None:
-        propagation = self.propagation
-        assert propagation is not None
-        check = propagation.check(ctx.now_ms)
-        if not check.partitions:
-            return
-        outcome, partitions = check.outcome, tuple(sorted(check.partitions))
-        data = zk_data.encode_isr_change_notification(
-            zk_data.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in check.partitions
-        )
-        coordinator = self.coordinator
-
-        async def write() -> CreateResult:
-            return await coordinator.create(zk_data.isr_change_notification_path(), data, sequential=True)
-
-        ctx.pipe_to_self(
-            write,
-            lambda _: _PropagationDone(None, outcome, partitions),
-            lambda error: _PropagationDone(error, outcome, partitions),
-        )
-
-    def _on_propagation_done(self, ctx: Context[BrokerMessage], message: _PropagationDone) -> None:
-        propagation = self.propagation
-        assert propagation is not None
-        if message.error is None:
-            propagation.propagated(ctx.now_ms)
-            if self.state_changes is not None:
-                self.state_changes.record(
-                    StateChange(
-                        ts_ms=ctx.wall_clock_ms,
-                        kind="propagation",
-                        reason=None if message.outcome is None else message.outcome.value,
-                        partitions=message.partitions,
-                    )
-                )
-        else:
-            ctx.log.warning("could not write an ISR change notification: %r", message.error)
-            propagation.failed()
-
-    def _start_checkpoint(self, ctx: Context[BrokerMessage], kind: str) -> None:
-        if kind in self._checkpoints_in_flight:
-            return
-        if kind == "high-watermark":
-            job = self.log_manager.high_watermark_checkpoint()
-        elif kind == "recovery-point":
-            job = self.log_manager.recovery_point_checkpoint()
-        else:
-            job = self.log_manager.log_start_offset_checkpoint()
-        self._checkpoints_in_flight.add(kind)
-        ctx.pipe_blocking_to_self(
-            job.run, lambda _: _CheckpointDone(kind, None), lambda e: _CheckpointDone(kind, e)
-        )
-
-    def _on_checkpoint_done(self, ctx: Context[BrokerMessage], message: _CheckpointDone) -> None:
-        self._checkpoints_in_flight.discard(message.kind)
-        if message.error is not None:
-            if isinstance(message.error, OSError):
-                self._log_dir_failed(ctx, message.error)
-                return
-            raise message.error
-
     # ------------------------------------------------------------------------------ statistics
 
     def statistics(self, now_ms: int | None = None) -> BrokerStatistics:
         """``now_ms``: the time the quota byte rates are measured at (the last message's otherwise)."""
-        propagation = self.propagation
+        propagation = self.tasks.propagation
         measured_at = self._last_now_ms if now_ms is None else now_ms
         metrics = self.request_metrics
         return BrokerStatistics(
