@@ -28,7 +28,7 @@ CONTROL := $(BIN)/actorlog verify run --seeds 1-$(CHAOS_CONTROL_SEEDS) --expect-
 
 .PHONY: all setup os-packages venv fmt lint type test check demo soak bench bench-transport \
         bench-storage bench-producer bench-replication bench-failover bench-rollup bench-kafka-clients \
-        dashboards-check k8s-check sim chaos chaos-controls kafka-jars interop clean
+        dashboards-check k8s-check sim chaos chaos-controls kafka-jars interop bench-vs-kafka clean
 
 all: check
 
@@ -144,6 +144,14 @@ kafka-jars: $(KAFKA_JARS)
 interop: setup kafka-jars
 	ACTORLOG_REQUIRE_INTEROP=1 ACTORLOG_KAFKA_LIB=$(abspath $(KAFKA_LIB)) \
 		$(BIN)/pytest -m interop tests/interop --durations=10 $(PYTEST_ARGS)
+
+# `make bench-vs-kafka`: actorlog beside a real Apache Kafka cluster on this machine, one after the
+# other, the same workloads and tools (ops/bench/vs_kafka.py); one table, printed and written to
+# build/bench-vs-kafka/. About 10 minutes on a quiet 2-core machine; run nothing else meanwhile.
+# BENCH_ARGS='--workloads 100B-*' picks workloads, BENCH_ARGS=--quick checks that it works.
+BENCH_ARGS ?=
+bench-vs-kafka: setup kafka-jars
+	ACTORLOG_KAFKA_LIB=$(abspath $(KAFKA_LIB)) $(BIN)/python -m ops.bench.vs_kafka $(BENCH_ARGS)
 
 clean:
 	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache build *.egg-info

@@ -2,9 +2,10 @@
 
 ``target`` is module-scoped and parametrised over two clusters, so every test runs twice:
 
-* ``real-kafka``: a real Apache Kafka 3.9 cluster in ZooKeeper mode (``real_kafka.RealKafkaCluster``),
-  the twin that proves the harness itself: a check that fails there is the harness's bug;
-* ``actorlog``: ``actorlog cluster up`` (``actorlog_cluster.ActorlogClusterUp``).
+* ``real-kafka``: a real Apache Kafka 3.9 cluster in ZooKeeper mode
+  (``ops.local.apache_kafka.RealKafkaCluster``), the twin that proves the harness itself: a check
+  that fails there is the harness's bug;
+* ``actorlog``: ``actorlog cluster up`` (``ops.local.cluster_up.ActorlogClusterUp``).
 
 Both have three brokers and a ``client.properties`` of the same shape (SASL_PLAINTEXT,
 SCRAM-SHA-256, the user ``admin``). ``make interop PYTEST_ARGS='-k real-kafka'`` runs one of them.
@@ -22,10 +23,10 @@ from typing import Final, NoReturn
 
 import pytest
 
-from ops.local.zookeeper import ZooKeeperNotInstalledError, find_installation
-from tests.interop.actorlog_cluster import ActorlogClusterUp
-from tests.interop.kafka_tools import KafkaDistribution, KafkaJarsMissingError, find_distribution
-from tests.interop.real_kafka import RealKafkaCluster
+from ops.local.apache_kafka import RealKafkaCluster
+from ops.local.cluster_up import ActorlogClusterUp
+from ops.local.kafka_tools import KafkaDistribution, KafkaJarsMissingError, find_distribution
+from ops.local.zookeeper import ZooKeeperInstallation, ZooKeeperNotInstalledError, find_installation
 from tests.interop.targets import Target
 
 BROKERS: Final = 3
@@ -46,6 +47,14 @@ def kafka_distribution() -> KafkaDistribution:
         _missing(str(error))
 
 
+@pytest.fixture(scope="session")
+def zookeeper_installation() -> ZooKeeperInstallation:
+    try:
+        return find_installation()
+    except ZooKeeperNotInstalledError as error:
+        _missing(str(error))
+
+
 @pytest.fixture(scope="module", params=["real-kafka", "actorlog"])
 def target(
     request: pytest.FixtureRequest,
@@ -55,10 +64,7 @@ def target(
     name: str = request.param
     directory = tmp_path_factory.mktemp(f"interop-{name}")
     if name == "real-kafka":
-        try:
-            zookeeper = find_installation()
-        except ZooKeeperNotInstalledError as error:
-            _missing(str(error))
+        zookeeper = request.getfixturevalue("zookeeper_installation")
         with RealKafkaCluster(
             kafka_distribution, directory, brokers=BROKERS, zookeeper_installation=zookeeper
         ) as kafka:

@@ -33,7 +33,7 @@ from actors.group.records import (
     java_string_hash,
     partition_for,
 )
-from tests.interop.kafka_tools import KafkaDistribution
+from ops.local.kafka_tools import KafkaDistribution
 
 pytestmark = pytest.mark.interop
 

@@ -29,7 +29,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.interop.kafka_tools import (
+from ops.bench.perf_lines import parse_producer_summary
+from ops.local.kafka_tools import (
     CONSOLE_CONSUMER,
     CONSOLE_PRODUCER,
     CONSUMER_GROUP_COMMAND,
@@ -40,12 +41,9 @@ from tests.interop.kafka_tools import (
     TOPIC_COMMAND,
     KafkaDistribution,
     ToolRun,
-    parse_describe,
-    parse_group_describe,
-    parse_offsets,
-    parse_perf_summary,
     run_tool,
 )
+from tests.interop.kafka_tools import parse_describe, parse_group_describe, parse_offsets
 from tests.interop.targets import Target
 
 pytestmark = pytest.mark.interop
@@ -178,7 +176,7 @@ def test_producer_performance_acks_all(
         timeout_s=420,
     )  # fmt: skip
     assert perf.ok, _message(perf, target)
-    summary = parse_perf_summary(perf.stdout)
+    summary = parse_producer_summary(perf.stdout)
     assert summary is not None, _message(perf, target)
     assert summary.records == PERF_RECORDS, _message(perf, target)
     perf_results.append(f"{target.name}: {summary.line}")

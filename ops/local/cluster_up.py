@@ -1,4 +1,5 @@
-"""``actorlog cluster up`` as a user runs it, for Kafka's tools to point at.
+"""``actorlog cluster up`` as a user runs it, for Kafka's tools to point at (``make interop``) and
+for ``make bench-vs-kafka`` to measure.
 
 The command runs as a child process (``python -m ops cluster up --base-port 0 --data-dir DIR``,
 its own ZooKeeper included) in its own session. It is up when it prints its banner
@@ -9,6 +10,11 @@ first, the error quotes the end of that log (stderr goes there too).
 
 ``client.properties`` is what Kafka's tools are given, unchanged: ``bootstrap.servers`` (the
 brokers' Kafka listeners), ``security.protocol``, ``sasl.mechanism``, ``sasl.jaas.config``.
+
+``DIR/cluster.json`` (written by the command) names the brokers' HTTP listeners
+(``http_bootstrap_servers``: what actorlog's own clients take) and their pids; the ZooKeeper the
+command started is its child process whose command line runs ``ZooKeeperServerMain``
+(``zookeeper_pid``, read from ``/proc``).
 
 Stopping is the command's own: SIGTERM (a controlled shutdown of each broker, then ZooKeeper),
 SIGKILL of its process group only if it has not exited within the grace period.
@@ -24,14 +30,17 @@ import sys
 import threading
 from pathlib import Path
 from types import TracebackType
-from typing import IO, Final
+from typing import IO, Any, Final
 
+import orjson
+
+from ops.local.cluster import ROOT
 from ops.properties import parse_properties
-from tests.interop.kafka_tools import ROOT
 
-__all__ = ["ActorlogClusterUp", "ActorlogStartError"]
+__all__ = ["ActorlogClusterUp", "ActorlogStartError", "children_of"]
 
 BANNER: Final = "broker(s) up"
+_ZOOKEEPER_MAIN: Final = b"org.apache.zookeeper.server.ZooKeeperServerMain"
 _STOP_GRACE_S: Final = 90.0
 _LOG_TAIL_LINES: Final = 30
 
@@ -66,6 +75,38 @@ class ActorlogClusterUp:
 
     def broker_logs(self) -> list[Path]:
         return sorted(self.data_dir.glob("broker-*/broker.log"))
+
+    def _cluster_file(self) -> dict[str, Any]:
+        described: dict[str, Any] = orjson.loads((self.data_dir / "cluster.json").read_bytes())
+        return described
+
+    @property
+    def http_bootstrap_servers(self) -> str:
+        """The brokers' HTTP listeners, ``host:port,...``: where actorlog's own clients connect."""
+        servers: str = self._cluster_file()["bootstrap_servers"]
+        return servers
+
+    def broker_pids(self) -> dict[int, int]:
+        """Broker id -> pid, from cluster.json (a broker that is not running has no pid there)."""
+        return {
+            int(broker["broker_id"]): int(broker["pid"])
+            for broker in self._cluster_file()["brokers"]
+            if broker.get("pid") is not None
+        }
+
+    @property
+    def zookeeper_pid(self) -> int | None:
+        """The command's own ZooKeeper (None with ``--zookeeper`` or when it is not running)."""
+        if self._process is None:
+            return None
+        for pid in children_of(self._process.pid):
+            try:
+                command_line = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if _ZOOKEEPER_MAIN in command_line:
+                return pid
+        return None
 
     def __enter__(self) -> ActorlogClusterUp:
         try:
@@ -146,3 +187,20 @@ class ActorlogClusterUp:
         if self._reader is not None:
             self._reader.join(_STOP_GRACE_S)
             self._reader = None
+
+
+def children_of(pid: int) -> list[int]:
+    """The pids whose parent is ``pid``, from each process's ``/proc/<pid>/stat`` (its 4th field)."""
+    children = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue  # it exited meanwhile
+        # The command name (2nd field, in parentheses) may hold spaces: split after its last ")".
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid:
+            children.append(int(entry.name))
+    return sorted(children)

@@ -1,4 +1,5 @@
-"""A real Apache Kafka cluster in ZooKeeper mode, from Kafka's jars: the twin the harness is proven on.
+"""A real Apache Kafka cluster in ZooKeeper mode, from Kafka's jars: the twin ``make interop``'s
+harness is proven on, and the cluster ``make bench-vs-kafka`` measures actorlog beside.
 
 ``RealKafkaCluster`` starts its own ZooKeeper (``ops.local.zookeeper.LocalZooKeeper``, the one
 actorlog installs), creates the client user's SCRAM-SHA-256 credential in it with Kafka's own
@@ -26,6 +27,10 @@ metadata requests; the pause between two is spent waiting for a broker process t
 broker that dies is reported at once with the end of its log, never after the deadline.
 
 Stopping is Kafka's: SIGTERM, one broker at a time (controlled shutdown), then ZooKeeper.
+
+``broker_pids()`` and ``zookeeper_pid`` name the processes, for a benchmark's CPU accounting.
+kafka-python (a development dependency, as Kafka's jars are a build-time download) is imported
+only when a cluster starts.
 """
 
 from __future__ import annotations
@@ -36,25 +41,21 @@ import signal
 import socket
 import subprocess
 import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Final
 
-with warnings.catch_warnings():
-    # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources.read_text.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    from kafka import KafkaAdminClient
-
-from ops.local.zookeeper import LocalZooKeeper, ZooKeeperInstallation
-from runtime.clock import LoopClock
-from tests.interop.kafka_tools import (
+from ops.local.kafka_tools import (
     BROKER_LOG4J,
     CONFIG_COMMAND,
     KAFKA_SERVER,
     KafkaDistribution,
     run_tool,
 )
+from ops.local.zookeeper import LocalZooKeeper, ZooKeeperInstallation
+from runtime.clock import LoopClock
 
 __all__ = ["RealKafkaCluster", "RealKafkaStartError"]
 
@@ -114,6 +115,7 @@ class RealKafkaCluster:
         *,
         brokers: int = 3,
         zookeeper_installation: ZooKeeperInstallation | None = None,
+        zookeeper_force_sync: bool = False,
         start_timeout_s: float = 120.0,
     ) -> None:
         if brokers < 1:
@@ -123,7 +125,7 @@ class RealKafkaCluster:
         self.brokers = brokers
         self.password = secrets.token_hex(16)  # hex: nothing ConfigCommand's [k=v,...] syntax reads
         self._zookeeper = LocalZooKeeper(
-            self.data_dir / "zookeeper", force_sync=False, installation=zookeeper_installation
+            self.data_dir / "zookeeper", force_sync=zookeeper_force_sync, installation=zookeeper_installation
         )
         self._start_timeout_s = start_timeout_s
         self._brokers: list[_Broker] = []
@@ -144,6 +146,18 @@ class RealKafkaCluster:
 
     def broker_logs(self) -> list[Path]:
         return [broker.log_path for broker in self._brokers]
+
+    def broker_pids(self) -> Mapping[int, int]:
+        """Broker id -> pid of each broker process still running."""
+        return {
+            broker.broker_id: broker.process.pid
+            for broker in self._brokers
+            if broker.process is not None and broker.process.poll() is None
+        }
+
+    @property
+    def zookeeper_pid(self) -> int | None:
+        return self._zookeeper.pid
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -217,7 +231,7 @@ class RealKafkaCluster:
 
     def _write_client_properties(self) -> None:
         self.client_properties_path.write_text(
-            "# Written by tests/interop/real_kafka.py, shaped as `actorlog cluster up` writes its own.\n"
+            "# Written by ops/local/apache_kafka.py, shaped as `actorlog cluster up` writes its own.\n"
             f"bootstrap.servers={self.bootstrap_servers}\n"
             "security.protocol=SASL_PLAINTEXT\n"
             "sasl.mechanism=SCRAM-SHA-256\n"
@@ -291,6 +305,10 @@ class RealKafkaCluster:
                 pass
         except OSError as error:
             return f"not listening: {error}"
+        with warnings.catch_warnings():
+            # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources.read_text.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from kafka import KafkaAdminClient
         try:
             admin = KafkaAdminClient(
                 bootstrap_servers=broker.address,

@@ -1,0 +1,756 @@
+"""actorlog beside Apache Kafka on the same machine: ``make bench-vs-kafka`` (issue 19).
+
+    python -m ops.bench.vs_kafka [--records N] [--workloads NAME,PATTERN,...] [--clusters kafka,actorlog]
+                                 [--idle-records N] [--warmup-records N] [--producer-props K=V ...]
+                                 [--quick] [--output-dir DIR]
+
+Two clusters, one after the other, never both at once, each three brokers and one ZooKeeper on
+loopback, the same ZooKeeper package (``ops/local/zookeeper.py``, ``forceSync`` as ``cluster up``
+sets it) for both:
+
+1. Apache Kafka in ZooKeeper mode from Kafka's jars (``ops/local/apache_kafka.py``: ``make
+   kafka-jars`` fetches them from Maven Central into ``build/kafka/<version>/lib``);
+2. ``actorlog cluster up`` (``ops/local/cluster_up.py``).
+
+On each, every workload gets fresh topics (RF 3, ``min.insync.replicas=2``, created and deleted
+with kafka-python's admin client over the Kafka listener, created only once every partition has
+a leader) and runs the same tools with the same options:
+
+* on Kafka: Kafka's own ``ProducerPerformance`` (``kafka-producer-perf-test.sh``), then, for the
+  acks=all workloads, its ``ConsumerPerformance`` reading those records back;
+* on actorlog: ``actorlog perf produce`` (over the brokers' HTTP listeners), then, for the
+  acks=all workloads, ``actorlog perf consume`` reading those records back (Kafka's
+  ConsumerPerformance needs consumer groups, which actorlog does not have yet), then Kafka's
+  ``ProducerPerformance`` over actorlog's Kafka listener (SASL_PLAINTEXT, SCRAM-SHA-256, the
+  ``client.properties`` the cluster writes, as ``make interop`` connects).
+
+Workloads (``--workloads`` takes names or shell patterns, ``100B-*``): 100 B and 1 KiB records,
+1 and 6 partitions, acks=1 and acks=all, no rate limit, each producer with its defaults otherwise
+(Kafka 3.9's and actorlog's are the same: batch.size 16384, linger.ms 0); 1 KiB workloads send a
+quarter of ``--records``. ``idle-acksall``: one record at a time, 100 B, 1 partition, acks=all,
+``linger.ms=0``, at 100 records/s (so each record is alone on the wire and the next leaves after
+the last was acknowledged), ``--idle-records`` of them. Before its workloads each cluster takes
+an unmeasured warm-up of ``--warmup-records``, 100 B on 6 partitions, through every tool used on
+it: a Kafka broker's JIT needs it (its first runs are about half as fast), and Kafka's first
+consumer group creates ``__consumer_offsets`` (50 partitions, RF 3), a one-off cost that would
+otherwise be charged to the first consume row.
+
+What is measured, per run: records/s, MB/s and avg/p50/p99/max latency from the tool's own final
+line (``ops/bench/perf_lines.py``), and CPU seconds per million records of each process (the
+client, each broker, ZooKeeper) from ``/proc/<pid>/stat`` before and after the run
+(``ops/bench/proc_cpu.py``; the client is charged its whole life, start-up included). One
+markdown table (``ops/bench/vs_kafka_table.py``) is printed with the date, the command and the
+machine, and written with a JSON twin to ``DIR/<UTC stamp>/`` (default ``build/bench-vs-kafka``)
+and to ``DIR/latest.md`` / ``DIR/latest.json``; every tool's stdout and stderr stay beside them in
+``tools/``. A failed run is a row marked failed with its reason, the others still run, and the
+exit code is 1.
+
+The figures are only worth reading from a quiet machine: nothing else should run meanwhile.
+``--quick`` shrinks everything (2,000 records, 20 idle, 500 warm-up) to check that the bench works.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import fnmatch
+import os
+import platform
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Final, Literal
+
+import orjson
+
+from ops.bench.perf_lines import parse_consumer_summary, parse_producer_summary
+from ops.bench.proc_cpu import cpu_at_exit, cpu_used, sample
+from ops.bench.vs_kafka_table import Row, RunInfo, render_markdown, to_json
+from ops.clients.connection import load_client_properties, resolve_credential
+from ops.local.apache_kafka import RealKafkaCluster, RealKafkaStartError
+from ops.local.cluster import ROOT
+from ops.local.cluster_up import ActorlogClusterUp, ActorlogStartError
+from ops.local.kafka_tools import (
+    CONSUMER_PERFORMANCE,
+    PRODUCER_PERFORMANCE,
+    KafkaDistribution,
+    KafkaJarsMissingError,
+    find_distribution,
+)
+from ops.local.zookeeper import ZooKeeperInstallation, ZooKeeperNotInstalledError, find_installation
+from ops.properties import ConfigError
+
+__all__ = [
+    "QUICK", "SIZES", "WORKLOADS", "Sizes", "ToolOutcome", "Workload", "consumer_row", "main", "producer_row",
+    "run_measured", "select_workloads",
+]  # fmt: skip
+
+ACTORLOG: Final = "actorlog"
+BROKERS: Final = 3
+CLUSTERS: Final = ("kafka", "actorlog")
+IDLE_RATE: Final = 100  # records/s of the idle workload: 10 ms apart, well above either's latency
+CONSUMER_TIMEOUT_MS: Final = 60_000
+PERF_TOOL_JVM_OPTIONS: Final = (
+    "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
+    "-XX:+ExplicitGCInvokesConcurrent",
+)  # fmt: skip
+"""What kafka-producer-perf-test.sh and kafka-consumer-perf-test.sh run with (their -Xmx512M and
+kafka-run-class.sh's default collector settings)."""
+_TOOL_TIMEOUT_BASE_S: Final = 180.0
+_TOOL_SLOWEST_RATE: Final = 2_000.0  # records/s below which a run is given up as stuck
+_WARMUP_TOPIC: Final = "vs-warmup"
+_WARMUP_PARTITIONS: Final = 6
+
+
+# ------------------------------------------------------------------------------------ workloads
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    name: str
+    record_size: int
+    partitions: int
+    acks: Literal["1", "all"]
+    idle: bool = False
+
+    @property
+    def consumes(self) -> bool:
+        """The acks=all throughput workloads also read their records back."""
+        return self.acks == "all" and not self.idle
+
+
+_ACKS: Final[tuple[tuple[Literal["1", "all"], str], ...]] = (("1", "acks1"), ("all", "acksall"))
+
+
+def _throughput_workloads() -> Iterator[Workload]:
+    for size, size_name in ((100, "100B"), (1024, "1KiB")):
+        for partitions in (1, 6):
+            for acks, acks_name in _ACKS:
+                yield Workload(f"{size_name}-{partitions}p-{acks_name}", size, partitions, acks)
+
+
+WORKLOADS: Final = {
+    workload.name: workload
+    for workload in (*_throughput_workloads(), Workload("idle-acksall", 100, 1, "all", idle=True))
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Sizes:
+    records: int  # per 100 B throughput run; 1 KiB runs send a quarter
+    idle_records: int
+    warmup_records: int
+
+    def records_for(self, workload: Workload) -> int:
+        if workload.idle:
+            return self.idle_records
+        return max(self.records // 4, 1) if workload.record_size >= 1024 else self.records
+
+    def describe(self, workload: Workload) -> str:
+        records = f"{self.records_for(workload):,} records"
+        if workload.idle:
+            return (
+                f"{workload.record_size} B records one at a time ({IDLE_RATE} records/s, linger.ms 0), "
+                f"1 partition, RF 3, acks=all, {records}"
+            )
+        partitions = "1 partition" if workload.partitions == 1 else f"{workload.partitions} partitions"
+        reads = "; read back by the consumer tool" if workload.consumes else ""
+        return (
+            f"{workload.record_size:,} B records, {partitions}, RF 3, min.insync.replicas 2, "
+            f"acks={workload.acks}, {records}, no rate limit{reads}"
+        )
+
+
+SIZES: Final = Sizes(records=300_000, idle_records=1_000, warmup_records=100_000)
+"""The full run: about 10 minutes on a quiet 2-core machine (the lead's figure, see the README)."""
+QUICK: Final = Sizes(records=2_000, idle_records=20, warmup_records=500)
+
+
+def select_workloads(spec: str) -> list[Workload]:
+    """Comma-separated names or shell patterns, in the table's order; ``all`` is every workload."""
+    chosen: set[str] = set()
+    for item in (part.strip() for part in spec.split(",")):
+        if not item:
+            continue
+        matched = list(WORKLOADS) if item == "all" else fnmatch.filter(WORKLOADS, item)
+        if not matched:
+            raise ValueError(f"no workload {item!r}; the workloads are {', '.join(WORKLOADS)}")
+        chosen.update(matched)
+    if not chosen:
+        raise ValueError("no workload chosen")
+    return [workload for name, workload in WORKLOADS.items() if name in chosen]
+
+
+# --------------------------------------------------------------------------- a cluster, measured
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    """A running cluster as the bench drives it."""
+
+    system: str
+    kafka_bootstrap: str
+    client_properties: Path
+    http_bootstrap: str | None  # actorlog's own clients' listeners; None on Kafka
+    processes: Callable[[], dict[str, int]]  # process label -> pid (brokers, ZooKeeper)
+
+
+class TopicAdminError(RuntimeError):
+    """A topic could not be created or deleted; the message says which and why."""
+
+
+class TopicAdmin:
+    """kafka-python's admin client over the cluster's Kafka listener, as the client user."""
+
+    def __init__(self, target: Target) -> None:
+        with warnings.catch_warnings():
+            # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources.read_text.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            from kafka import KafkaAdminClient
+            from kafka.errors import KafkaError
+
+        properties = load_client_properties(target.client_properties)
+        credential = resolve_credential(properties)
+        try:
+            self._client = KafkaAdminClient(
+                bootstrap_servers=target.kafka_bootstrap.split(","),
+                security_protocol=properties.get("security.protocol", "SASL_PLAINTEXT"),
+                sasl_mechanism=properties.get("sasl.mechanism", "SCRAM-SHA-256"),
+                sasl_plain_username=credential.username,
+                sasl_plain_password=credential.password,
+                client_id="bench-vs-kafka",
+            )
+        except KafkaError as error:
+            raise TopicAdminError(f"no admin connection to {target.kafka_bootstrap}: {error}") from error
+
+    def create(self, topic: str, partitions: int) -> None:
+        """Created, and every partition has a leader (kafka-python waits on the metadata)."""
+        from kafka.errors import KafkaError
+
+        try:
+            self._client.create_topics(
+                {
+                    topic: {
+                        "num_partitions": partitions,
+                        "replication_factor": BROKERS,
+                        "configs": {"min.insync.replicas": "2"},
+                    }
+                },
+                wait_for_metadata=True,
+            )
+        except KafkaError as error:
+            raise TopicAdminError(f"could not create topic {topic}: {error}") from error
+
+    def delete(self, topic: str) -> None:
+        """Gone before the next run: a follower fetches every partition it follows, so topics left
+        behind would make each later run dearer (on actorlog, which has no fetch sessions, more so)."""
+        from kafka.errors import KafkaError
+
+        try:
+            self._client.delete_topics([topic])
+        except KafkaError as error:
+            raise TopicAdminError(f"could not delete topic {topic}: {error}") from error
+
+    def close(self) -> None:
+        self._client.close()
+
+
+@dataclass(frozen=True, slots=True)
+class ToolOutcome:
+    argv: tuple[str, ...]
+    returncode: int | None  # None: killed at its timeout
+    stdout: str
+    stderr: str
+    cpu_s: dict[str, float | None]
+    output: Path  # where stdout and stderr were kept (.out / .err)
+
+    def failure(self) -> str | None:
+        if self.returncode == 0:
+            return None
+        how = "timed out (killed)" if self.returncode is None else f"exit code {self.returncode}"
+        last = [line for line in self.stderr.splitlines() if line.strip()][-1:]
+        return f"{how}{': ' + last[0].strip() if last else ''} (output in {self.output}.err)"
+
+
+def run_measured(
+    argv: Sequence[str], *, name: str, watched: Mapping[str, int], timeout_s: float, logs: Path
+) -> ToolOutcome:
+    """Run one tool to its end, charging CPU to it and to every watched process (module docstring)."""
+    output = logs / name
+    before = sample(watched)
+    killed = threading.Event()
+
+    def kill() -> None:
+        killed.set()
+        process.kill()
+
+    with _with(output, ".out").open("wb") as stdout, _with(output, ".err").open("wb") as stderr:
+        process = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=stdout,
+            stderr=stderr,
+            cwd=ROOT,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        timer = threading.Timer(timeout_s, kill)
+        timer.daemon = True
+        timer.start()
+        try:
+            client_s = cpu_at_exit(process)
+        finally:
+            timer.cancel()
+    used = cpu_used(before, sample(watched))
+    used["client"] = client_s
+    return ToolOutcome(
+        argv=tuple(argv),
+        returncode=None if killed.is_set() else process.returncode,
+        stdout=_with(output, ".out").read_text(errors="replace"),
+        stderr=_with(output, ".err").read_text(errors="replace"),
+        cpu_s=used,
+        output=output,
+    )
+
+
+# ------------------------------------------------------------------------------------ the bench
+
+
+@dataclass
+class Bench:
+    distribution: KafkaDistribution
+    zookeeper: ZooKeeperInstallation
+    workloads: Sequence[Workload]
+    sizes: Sizes
+    clusters: Sequence[str]
+    producer_props: Sequence[str]
+    logs: Path
+    kafka_system: str
+
+    def run(self, base: Path) -> tuple[list[Row], list[str]]:
+        """Every chosen cluster in turn; the rows, and the notes (a cluster that did not start)."""
+        rows: list[Row] = []
+        notes: list[str] = []
+        for cluster in self.clusters:
+            try:
+                with self._started(cluster, base / cluster) as target:
+                    rows += self._run_on(target)
+            except (RealKafkaStartError, ActorlogStartError, TopicAdminError) as error:
+                first = str(error).splitlines()[0]
+                print(f"bench-vs-kafka: {cluster}: {error}", file=sys.stderr, flush=True)
+                notes.append(f"{cluster} stopped short: {first}")
+        return rows, notes
+
+    @contextmanager
+    def _started(self, cluster: str, directory: Path) -> Iterator[Target]:
+        print(f"\nstarting {cluster}: {BROKERS} brokers and a ZooKeeper", flush=True)
+        if cluster == "kafka":
+            with RealKafkaCluster(
+                self.distribution,
+                directory,
+                brokers=BROKERS,
+                zookeeper_installation=self.zookeeper,
+                zookeeper_force_sync=True,  # what `cluster up` gives its ZooKeeper
+            ) as kafka:
+
+                def kafka_processes() -> dict[str, int]:
+                    pids = {f"broker {i}": pid for i, pid in kafka.broker_pids().items()}
+                    if kafka.zookeeper_pid is not None:
+                        pids["ZooKeeper"] = kafka.zookeeper_pid
+                    return pids
+
+                yield Target(
+                    self.kafka_system,
+                    kafka.bootstrap_servers,
+                    kafka.client_properties_path,
+                    None,
+                    kafka_processes,
+                )
+        else:
+            with ActorlogClusterUp(directory, brokers=BROKERS) as up:
+
+                def actorlog_processes() -> dict[str, int]:
+                    pids = {f"broker {i}": pid for i, pid in up.broker_pids().items()}
+                    zookeeper = up.zookeeper_pid
+                    if zookeeper is not None:
+                        pids["ZooKeeper"] = zookeeper
+                    return pids
+
+                yield Target(
+                    ACTORLOG,
+                    up.bootstrap_servers,
+                    up.client_properties_path,
+                    up.http_bootstrap_servers,
+                    actorlog_processes,
+                )
+
+    def _run_on(self, target: Target) -> list[Row]:
+        admin = TopicAdmin(target)
+        rows: list[Row] = []
+        try:
+            self._warm_up(target, admin)
+            for workload in self.workloads:
+                rows += self._run_workload(target, admin, workload)
+        finally:
+            admin.close()
+        return rows
+
+    def _producers(self, target: Target) -> list[tuple[str, str]]:
+        """(tool name, slug) of the producer tools run on this cluster, in order."""
+        if target.http_bootstrap is None:
+            return [("ProducerPerformance", "pp")]
+        return [("actorlog perf produce", "perf"), ("ProducerPerformance (Kafka listener)", "pp")]
+
+    def _warm_up(self, target: Target, admin: TopicAdmin) -> None:
+        if self.sizes.warmup_records == 0:
+            return
+        admin.create(_WARMUP_TOPIC, _WARMUP_PARTITIONS)
+        warmup = Workload("warm-up", 100, _WARMUP_PARTITIONS, "all")
+        records = self.sizes.warmup_records
+        for index, (tool, slug) in enumerate(self._producers(target)):
+            outcome = self._produce(target, tool, _WARMUP_TOPIC, warmup, records, slug)
+            self._report(producer_row(warmup, target.system, tool, records, outcome))
+            if index == 0:
+                # Kafka's first consumer group also creates __consumer_offsets (50 partitions, RF 3):
+                # a cost of the first run only, paid here rather than charged to a workload.
+                self._report(self._consume(target, _WARMUP_TOPIC, warmup, records))
+        admin.delete(_WARMUP_TOPIC)
+
+    def _run_workload(self, target: Target, admin: TopicAdmin, workload: Workload) -> list[Row]:
+        rows: list[Row] = []
+        records = self.sizes.records_for(workload)
+        for index, (tool, slug) in enumerate(self._producers(target)):
+            topic = f"vs-{workload.name}-{slug}"
+            try:
+                admin.create(topic, workload.partitions)
+            except TopicAdminError as error:
+                row = Row(
+                    workload=workload.name, system=target.system, tool=tool, kind="produce", error=str(error)
+                )
+                self._report(row)
+                rows.append(row)
+                continue
+            outcome = self._produce(target, tool, topic, workload, records, slug)
+            row = producer_row(workload, target.system, tool, records, outcome)
+            self._report(row)
+            rows.append(row)
+            if index == 0 and workload.consumes and row.error is None:
+                consumed = self._consume(target, topic, workload, records)
+                self._report(consumed)
+                rows.append(consumed)
+            admin.delete(topic)
+        return rows
+
+    def _report(self, row: Row) -> None:
+        said = row.error or row.line
+        print(f"[{row.system}] {row.workload}, {row.tool}: {said}", flush=True)
+
+    def _produce(
+        self, target: Target, tool: str, topic: str, workload: Workload, records: int, slug: str
+    ) -> ToolOutcome:
+        props = [f"acks={workload.acks}", *(["linger.ms=0"] if workload.idle else []), *self.producer_props]
+        throughput = str(IDLE_RATE) if workload.idle else "-1"
+        common = ["--topic", topic, "--num-records", str(records), "--record-size", str(workload.record_size)]
+        common += ["--throughput", throughput]
+        if slug == "perf":
+            assert target.http_bootstrap is not None
+            argv = [
+                sys.executable, "-m", "ops", "perf", "produce", *common,
+                "--bootstrap-server", target.http_bootstrap,
+                "--producer.config", str(target.client_properties), "--producer-props", *props,
+            ]  # fmt: skip
+        else:
+            argv = self.distribution.java_command(
+                PRODUCER_PERFORMANCE,
+                [*common, "--producer.config", str(target.client_properties), "--producer-props", *props],
+                jvm_options=PERF_TOOL_JVM_OPTIONS,
+            )
+        timeout_s = _TOOL_TIMEOUT_BASE_S + records / (IDLE_RATE if workload.idle else _TOOL_SLOWEST_RATE)
+        return run_measured(
+            argv,
+            name=_file_name(target.system, workload.name, slug),
+            watched=target.processes(),
+            timeout_s=timeout_s,
+            logs=self.logs,
+        )
+
+    def _consume(self, target: Target, topic: str, workload: Workload, records: int) -> Row:
+        common = ["--topic", topic, "--messages", str(records), "--timeout", str(CONSUMER_TIMEOUT_MS)]
+        if target.http_bootstrap is not None:
+            tool = "actorlog perf consume"
+            argv = [
+                sys.executable, "-m", "ops", "perf", "consume", "--bootstrap-server", target.http_bootstrap,
+                *common, "--consumer.config", str(target.client_properties),
+            ]  # fmt: skip
+        else:
+            tool = "ConsumerPerformance"
+            argv = self.distribution.java_command(
+                CONSUMER_PERFORMANCE,
+                [
+                    "--bootstrap-server", target.kafka_bootstrap, *common,
+                    "--consumer.config", str(target.client_properties),
+                ],
+                jvm_options=PERF_TOOL_JVM_OPTIONS,
+            )  # fmt: skip
+        outcome = run_measured(
+            argv,
+            name=_file_name(target.system, workload.name, "consume"),
+            watched=target.processes(),
+            timeout_s=_TOOL_TIMEOUT_BASE_S + records / _TOOL_SLOWEST_RATE,
+            logs=self.logs,
+        )
+        return consumer_row(workload, target.system, tool, records, outcome)
+
+
+def _with(path: Path, extension: str) -> Path:
+    """``path`` + ``extension``: the names hold dots (``Kafka_3.9.2-...``), so no ``with_suffix``."""
+    return path.with_name(path.name + extension)
+
+
+def _file_name(system: str, workload: str, slug: str) -> str:
+    return "-".join(part.replace(" ", "_") for part in (system, workload, slug))
+
+
+def producer_row(workload: Workload, system: str, tool: str, expected: int, outcome: ToolOutcome) -> Row:
+    base = Row(workload=workload.name, system=system, tool=tool, kind="produce", cpu_s=outcome.cpu_s)
+    summary = parse_producer_summary(outcome.stdout)
+    failure = outcome.failure()
+    if summary is None:
+        return replace(base, error=failure or f"no final line in its output ({outcome.output}.out)")
+    if failure is None and summary.records != expected:
+        failure = f"{summary.records:,} of {expected:,} records acknowledged"
+    return replace(
+        base,
+        records=summary.records,
+        records_per_s=summary.records_per_s,
+        mb_per_s=summary.mb_per_s,
+        avg_ms=summary.avg_latency_ms,
+        p50_ms=summary.p50_ms,
+        p99_ms=summary.p99_ms,
+        max_ms=summary.max_latency_ms,
+        line=summary.line,
+        error=failure,
+    )
+
+
+def consumer_row(workload: Workload, system: str, tool: str, expected: int, outcome: ToolOutcome) -> Row:
+    base = Row(workload=workload.name, system=system, tool=tool, kind="consume", cpu_s=outcome.cpu_s)
+    try:
+        summary = parse_consumer_summary(outcome.stdout)
+    except ValueError as error:
+        return replace(base, error=str(error))
+    failure = outcome.failure()
+    if summary is None:
+        return replace(base, error=failure or f"no result line in its output ({outcome.output}.out)")
+    if failure is None and summary.records < expected:
+        failure = f"{summary.records:,} of {expected:,} records read"
+    return replace(
+        base,
+        records=summary.records,
+        records_per_s=summary.records_per_s,
+        mb_per_s=summary.mb_per_s,
+        line=summary.line,
+        error=failure,
+    )
+
+
+# ------------------------------------------------------------------------------- run description
+
+
+def _machine() -> str:
+    model = "unknown CPU"
+    memory = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f", {int(line.split()[1]) / 1024 / 1024:.1f} GiB memory"
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} CPUs ({model}){memory}, {platform.system()} {platform.release()}"
+
+
+def _load_average() -> str:
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
+
+
+def _software(distribution: KafkaDistribution, zookeeper: ZooKeeperInstallation) -> str:
+    java = subprocess.run(
+        [str(distribution.java), "-version"], capture_output=True, text=True, check=False, timeout=60
+    )
+    java_version = (java.stderr.splitlines() or ["java: unknown version"])[0]
+    zookeeper_jar = next((path.name for path in zookeeper.classpath if "zookeeper" in path.name), "?")
+    return (
+        f"Python {platform.python_version()}; {java_version}; Kafka's jars in "
+        f"{_shown(distribution.lib)}; ZooKeeper from the installed package ({zookeeper_jar}) for both"
+    )
+
+
+def kafka_version(lib: Path) -> str:
+    """From the core jar's name, ``kafka_2.13-<version>.jar``."""
+    for jar in sorted(lib.glob("kafka_2.13-*.jar")):
+        version = jar.name.removeprefix("kafka_2.13-").removesuffix(".jar")
+        if version and version[0].isdigit():
+            return version
+    return "?"
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+# ------------------------------------------------------------------------------------------- CLI
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ops.bench.vs_kafka", description=(__doc__ or "").split("\n")[0]
+    )
+    parser.add_argument(
+        "--records",
+        type=int,
+        help=f"records per 100 B run; 1 KiB runs send a quarter (default {SIZES.records:,}; --quick "
+        f"{QUICK.records:,})",
+    )
+    parser.add_argument(
+        "--idle-records", type=int, help=f"records of the idle workload (default {SIZES.idle_records:,})"
+    )
+    parser.add_argument(
+        "--warmup-records",
+        type=int,
+        help=f"the unmeasured warm-up run on each cluster (default {SIZES.warmup_records:,}; 0: none)",
+    )
+    parser.add_argument(
+        "--workloads",
+        default="all",
+        help=f"names or shell patterns, comma-separated (default all): {', '.join(WORKLOADS)}",
+    )
+    parser.add_argument(
+        "--clusters",
+        default=",".join(CLUSTERS),
+        help="which clusters, in this order (default kafka,actorlog)",
+    )
+    parser.add_argument(
+        "--producer-props",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="extra producer settings for every producer run, both tools, both clusters",
+    )
+    parser.add_argument("--quick", action="store_true", help="tiny sizes: checks that the bench works")
+    parser.add_argument(
+        "--output-dir",
+        type=Path,
+        default=ROOT / "build" / "bench-vs-kafka",
+        help="where the table, its JSON and the tools' output go (default build/bench-vs-kafka)",
+    )
+    return parser
+
+
+def _sizes(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Sizes:
+    """``--quick``'s or the full run's sizes, with the options given on top."""
+    sizes = QUICK if arguments.quick else SIZES
+    for name, least in (("records", 1), ("idle_records", 1), ("warmup_records", 0)):
+        value = getattr(arguments, name)
+        if value is None:
+            continue
+        if value < least:
+            parser.error(f"--{name.replace('_', '-')} must be at least {least}")
+        sizes = replace(sizes, **{name: value})
+    return sizes
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments_list = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    arguments = parser.parse_args(arguments_list)
+    try:
+        workloads = select_workloads(arguments.workloads)
+    except ValueError as error:
+        parser.error(str(error))
+    clusters = [name.strip() for name in arguments.clusters.split(",") if name.strip()]
+    unknown = [name for name in clusters if name not in CLUSTERS]
+    if unknown or not clusters or len(set(clusters)) != len(clusters):
+        parser.error(f"--clusters: one or both of {', '.join(CLUSTERS)}, each once")
+    for prop in arguments.producer_props:
+        if "=" not in prop:
+            parser.error(f"--producer-props: {prop!r} is not KEY=VALUE")
+    sizes = _sizes(parser, arguments)
+    try:
+        distribution = find_distribution()
+        zookeeper = find_installation()
+    except (KafkaJarsMissingError, ZooKeeperNotInstalledError) as error:
+        print(f"bench-vs-kafka: {error}", file=sys.stderr)
+        return 2
+
+    started = time.perf_counter()
+    now = datetime.datetime.now(datetime.UTC)
+    run_dir = arguments.output_dir / now.strftime("%Y%m%dT%H%M%SZ")
+    logs = run_dir / "tools"
+    logs.mkdir(parents=True, exist_ok=True)
+    kafka_system = f"Kafka {kafka_version(distribution.lib)}"
+    load_before = _load_average()
+    bench = Bench(
+        distribution=distribution,
+        zookeeper=zookeeper,
+        workloads=workloads,
+        sizes=sizes,
+        clusters=clusters,
+        producer_props=arguments.producer_props,
+        logs=logs,
+        kafka_system=kafka_system,
+    )
+    try:
+        with tempfile.TemporaryDirectory(prefix="actorlog-vs-kafka-") as base:
+            rows, notes = bench.run(Path(base))
+    except (ConfigError, OSError, subprocess.SubprocessError) as error:
+        print(f"bench-vs-kafka: {error}", file=sys.stderr)
+        return 1
+    info = RunInfo(
+        date=now.strftime("%Y-%m-%d %H:%M UTC"),
+        command=shlex.join(["python", "-m", "ops.bench.vs_kafka", *arguments_list]),
+        machine=f"{_machine()}; load average {load_before} before, {_load_average()} after",
+        software=_software(distribution, zookeeper),
+        baseline=kafka_system,
+        workloads={workload.name: sizes.describe(workload) for workload in workloads},
+        notes=[
+            f"Clusters one after the other ({', '.join(clusters)}), never both at once: {BROKERS} brokers "
+            "and one ZooKeeper each, on loopback; topics created fresh per run and deleted after it.",
+            f"Each cluster first took an unmeasured warm-up of {sizes.warmup_records:,} records.",
+            *notes,
+        ],
+        elapsed_s=time.perf_counter() - started,
+    )
+    markdown = render_markdown(rows, info)
+    document = orjson.dumps(to_json(rows, info), option=orjson.OPT_INDENT_2)
+    (run_dir / "table.md").write_text(markdown)
+    (run_dir / "results.json").write_bytes(document)
+    shutil.copyfile(run_dir / "table.md", arguments.output_dir / "latest.md")
+    shutil.copyfile(run_dir / "results.json", arguments.output_dir / "latest.json")
+    print()
+    print(markdown)
+    print(f"written to {run_dir / 'table.md'} and {run_dir / 'results.json'}")
+    measured_everything = bool(rows) and not notes and all(row.error is None for row in rows)
+    return 0 if measured_everything else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
