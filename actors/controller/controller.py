@@ -29,12 +29,11 @@ error resigns too, and the controller re-elects — it never continues with a ha
 
 from __future__ import annotations
 
-import enum
 import itertools
 from collections import deque
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
-from typing import Any, TypeAlias, assert_never
+from typing import Any, ClassVar, TypeAlias, assert_never
 
 from actors.common.errors import ErrorCode
 from actors.common.names import broker_node, broker_ref
@@ -86,51 +85,176 @@ _DELETION_RETRY_MS = 5_000
 # ------------------------------------------------------------------------------------- events
 
 
-class EventKind(enum.Enum):
-    ELECT = "Elect"
-    BROKER_CHANGE = "BrokerChange"
-    TOPIC_CHANGE = "TopicChange"
-    TOPIC_DELETION = "TopicDeletion"
-    ISR_CHANGE_NOTIFICATION = "IsrChangeNotification"
-    PREFERRED_REPLICA_ELECTION = "PreferredReplicaLeaderElection"
-    AUTO_REBALANCE = "AutoPreferredReplicaLeaderElection"
-    CONTROLLED_SHUTDOWN = "ControlledShutdown"
-    PARTITION_MODIFICATIONS = "PartitionModifications"
-    TOPIC_DELETION_STOP_REPLICA_RESPONSE = "TopicDeletionStopReplicaResponseReceived"
-    TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE = "TopicUncleanLeaderElectionEnable"
-    REPLICA_LEADER_ELECTION = "ReplicaLeaderElection"
-    API_PARTITION_REASSIGNMENT = "ApiPartitionReassignment"
-    LIST_PARTITION_REASSIGNMENTS = "ListPartitionReassignments"
-    ZK_PARTITION_REASSIGNMENT = "ZkPartitionReassignment"
-    PARTITION_REASSIGNMENT_ISR_CHANGE = "PartitionReassignmentIsrChange"
+# One dataclass per kind of event; ``name`` is Kafka's event name (the processing-time metric's
+# label). Every event knows when it was queued; only the requests carry a requester.
 
 
-@dataclass(frozen=True, slots=True)
-class _Event:
-    kind: EventKind
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Queued:
     enqueued_ns: int
-    requester: Requester | None = None
-    shutdown: ControlledShutdownRequest | None = None
-    # An admin request relayed by a broker's admin actor (its script returns the response).
-    request: object = None
-    topic: str | None = None
-    # PARTITION_REASSIGNMENT_ISR_CHANGE: the partition whose state znode changed.
-    tp: TopicPartition | None = None
-    # TOPIC_DELETION_STOP_REPLICA_RESPONSE: the broker, the partitions asked, those that failed.
-    deletion: tuple[BrokerId, tuple[TopicPartition, ...], frozenset[TopicPartition]] | None = None
 
 
-_WATCH_EVENTS = {
-    WatchKind.CONTROLLER: EventKind.ELECT,
-    WatchKind.BROKERS: EventKind.BROKER_CHANGE,
-    WatchKind.TOPICS: EventKind.TOPIC_CHANGE,
-    WatchKind.DELETE_TOPICS: EventKind.TOPIC_DELETION,
-    WatchKind.ISR_CHANGES: EventKind.ISR_CHANGE_NOTIFICATION,
-    WatchKind.PREFERRED_ELECTION: EventKind.PREFERRED_REPLICA_ELECTION,
-    WatchKind.PARTITION_MODIFICATIONS: EventKind.PARTITION_MODIFICATIONS,
-    WatchKind.PARTITION_REASSIGNMENT: EventKind.ZK_PARTITION_REASSIGNMENT,
-    WatchKind.PARTITION_REASSIGNMENT_ISR_CHANGE: EventKind.PARTITION_REASSIGNMENT_ISR_CHANGE,
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Elect(_Queued):
+    name: ClassVar[str] = "Elect"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerChange(_Queued):
+    name: ClassVar[str] = "BrokerChange"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicChange(_Queued):
+    name: ClassVar[str] = "TopicChange"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicDeletion(_Queued):
+    name: ClassVar[str] = "TopicDeletion"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class IsrChangeNotification(_Queued):
+    name: ClassVar[str] = "IsrChangeNotification"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreferredReplicaLeaderElection(_Queued):
+    name: ClassVar[str] = "PreferredReplicaLeaderElection"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AutoPreferredReplicaLeaderElection(_Queued):
+    name: ClassVar[str] = "AutoPreferredReplicaLeaderElection"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ZkPartitionReassignment(_Queued):
+    name: ClassVar[str] = "ZkPartitionReassignment"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionModifications(_Queued):
+    name: ClassVar[str] = "PartitionModifications"
+    topic: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PartitionReassignmentIsrChange(_Queued):
+    """The state znode of a reassigning partition changed."""
+
+    name: ClassVar[str] = "PartitionReassignmentIsrChange"
+    tp: TopicPartition
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicUncleanLeaderElectionEnable(_Queued):
+    name: ClassVar[str] = "TopicUncleanLeaderElectionEnable"
+    topic: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TopicDeletionStopReplicaResponseReceived(_Queued):
+    """A StopReplica(delete) answer: the broker, the partitions asked, those that failed."""
+
+    name: ClassVar[str] = "TopicDeletionStopReplicaResponseReceived"
+    broker_id: BrokerId
+    partitions: tuple[TopicPartition, ...]
+    failed: frozenset[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlledShutdown(_Queued):
+    name: ClassVar[str] = "ControlledShutdown"
+    requester: Requester | None
+    request: ControlledShutdownRequest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplicaLeaderElection(_Queued):
+    """An admin request relayed by a broker's admin actor (its script returns the response)."""
+
+    name: ClassVar[str] = "ReplicaLeaderElection"
+    requester: Requester | None
+    request: ElectLeadersRequest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiPartitionReassignment(_Queued):
+    name: ClassVar[str] = "ApiPartitionReassignment"
+    requester: Requester | None
+    request: AlterPartitionReassignmentsRequest
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ListPartitionReassignments(_Queued):
+    name: ClassVar[str] = "ListPartitionReassignments"
+    requester: Requester | None
+    request: ListPartitionReassignmentsRequest
+
+
+_Request: TypeAlias = (
+    ControlledShutdown | ReplicaLeaderElection | ApiPartitionReassignment | ListPartitionReassignments
+)
+_Event: TypeAlias = (
+    Elect
+    | BrokerChange
+    | TopicChange
+    | TopicDeletion
+    | IsrChangeNotification
+    | PreferredReplicaLeaderElection
+    | AutoPreferredReplicaLeaderElection
+    | ZkPartitionReassignment
+    | PartitionModifications
+    | PartitionReassignmentIsrChange
+    | TopicUncleanLeaderElectionEnable
+    | TopicDeletionStopReplicaResponseReceived
+    | _Request
+)
+# The events a timer or a watch raises with nothing but their time.
+_Plain: TypeAlias = (
+    type[Elect]
+    | type[BrokerChange]
+    | type[TopicChange]
+    | type[TopicDeletion]
+    | type[IsrChangeNotification]
+    | type[PreferredReplicaLeaderElection]
+    | type[AutoPreferredReplicaLeaderElection]
+    | type[ZkPartitionReassignment]
+)
+
+_WATCH_EVENTS: dict[WatchKind, _Plain] = {
+    WatchKind.CONTROLLER: Elect,
+    WatchKind.BROKERS: BrokerChange,
+    WatchKind.TOPICS: TopicChange,
+    WatchKind.DELETE_TOPICS: TopicDeletion,
+    WatchKind.ISR_CHANGES: IsrChangeNotification,
+    WatchKind.PREFERRED_ELECTION: PreferredReplicaLeaderElection,
+    WatchKind.PARTITION_REASSIGNMENT: ZkPartitionReassignment,
 }
+
+
+def _watch_event(kind: WatchKind, path: str, now_ns: int) -> _Event:
+    """The event a fired watch raises (the two per-znode watches take their subject from the path)."""
+    if kind is WatchKind.PARTITION_MODIFICATIONS:
+        return PartitionModifications(enqueued_ns=now_ns, topic=path.rsplit("/", 1)[-1])
+    if kind is WatchKind.PARTITION_REASSIGNMENT_ISR_CHANGE:
+        return PartitionReassignmentIsrChange(enqueued_ns=now_ns, tp=_state_path_partition(path))
+    return _WATCH_EVENTS[kind](enqueued_ns=now_ns)
+
+
+def _requester_of(event: _Event) -> Requester | None:
+    match event:
+        case (
+            ControlledShutdown()
+            | ReplicaLeaderElection()
+            | ApiPartitionReassignment()
+            | ListPartitionReassignments()
+        ):
+            return event.requester
+        case _:
+            return None
 
 
 # ----------------------------------------------------------------------------- private messages
@@ -166,7 +290,7 @@ class _ChannelRetry:
 
 @dataclass(frozen=True, slots=True)
 class _Tick:
-    kind: EventKind
+    event: _Plain
 
 
 @dataclass(frozen=True, slots=True)
@@ -286,7 +410,7 @@ class ControllerActor(Actor[ControllerMessage]):
         self._subscription = self.coordinator.subscribe(ctx.message_adapter(_SessionChanged))
         if self.coordinator.session_state is SessionState.CONNECTED:
             self._elected_this_session = True
-            self._enqueue(ctx, _Event(EventKind.ELECT, ctx.now_ns))
+            self._enqueue(ctx, Elect(enqueued_ns=ctx.now_ns))
 
     def on_stop(self, ctx: Context[ControllerMessage]) -> None:
         if self._subscription is not None:
@@ -304,46 +428,37 @@ class ControllerActor(Actor[ControllerMessage]):
         match message:
             case EnableTopicUncleanLeaderElection():
                 if self.active:
-                    event = _Event(
-                        EventKind.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE, ctx.now_ns, topic=message.topic
+                    self._enqueue(
+                        ctx, TopicUncleanLeaderElectionEnable(enqueued_ns=ctx.now_ns, topic=message.topic)
                     )
-                    self._enqueue(ctx, event)
             case ControlledShutdownRequest():
                 self._enqueue(
-                    ctx,
-                    _Event(
-                        EventKind.CONTROLLED_SHUTDOWN, ctx.now_ns, requester=ctx.requester, shutdown=message
-                    ),
+                    ctx, ControlledShutdown(enqueued_ns=ctx.now_ns, requester=ctx.requester, request=message)
                 )
             case ElectLeadersRequest():
-                event = _Event(
-                    EventKind.REPLICA_LEADER_ELECTION, ctx.now_ns, requester=ctx.requester, request=message
+                self._enqueue(
+                    ctx,
+                    ReplicaLeaderElection(enqueued_ns=ctx.now_ns, requester=ctx.requester, request=message),
                 )
-                self._enqueue(ctx, event)
             case AlterPartitionReassignmentsRequest():
-                event = _Event(
-                    EventKind.API_PARTITION_REASSIGNMENT, ctx.now_ns, requester=ctx.requester, request=message
+                self._enqueue(
+                    ctx,
+                    ApiPartitionReassignment(
+                        enqueued_ns=ctx.now_ns, requester=ctx.requester, request=message
+                    ),
                 )
-                self._enqueue(ctx, event)
             case ListPartitionReassignmentsRequest():
-                event = _Event(
-                    EventKind.LIST_PARTITION_REASSIGNMENTS,
-                    ctx.now_ns,
-                    requester=ctx.requester,
-                    request=message,
+                self._enqueue(
+                    ctx,
+                    ListPartitionReassignments(
+                        enqueued_ns=ctx.now_ns, requester=ctx.requester, request=message
+                    ),
                 )
-                self._enqueue(ctx, event)
             case _SessionChanged():
                 self._on_session_changed(ctx, message.event)
             case _WatchFired():
                 if message.generation == self.generation:
-                    topic = None
-                    tp = None
-                    if message.kind is WatchKind.PARTITION_MODIFICATIONS:
-                        topic = message.path.rsplit("/", 1)[-1]
-                    elif message.kind is WatchKind.PARTITION_REASSIGNMENT_ISR_CHANGE:
-                        tp = _state_path_partition(message.path)
-                    self._enqueue(ctx, _Event(_WATCH_EVENTS[message.kind], ctx.now_ns, topic=topic, tp=tp))
+                    self._enqueue(ctx, _watch_event(message.kind, message.path, ctx.now_ns))
             case ScriptStep():
                 self.scripts.on_step(ctx, message)
             case ScriptResume():
@@ -355,7 +470,7 @@ class ControllerActor(Actor[ControllerMessage]):
                     self._pump_channel(ctx, message.broker_id)
             case _Tick():
                 if self.active:
-                    self._enqueue(ctx, _Event(message.kind, ctx.now_ns))
+                    self._enqueue(ctx, message.event(enqueued_ns=ctx.now_ns))
             case _Resume():
                 self._paused = False
                 self._run_next(ctx)
@@ -376,18 +491,16 @@ class ControllerActor(Actor[ControllerMessage]):
             # controller that started (or was restarted) while the connection was down: it has
             # not competed yet.
             self._elected_this_session = True
-            self._enqueue(ctx, _Event(EventKind.ELECT, ctx.now_ns))
+            self._enqueue(ctx, Elect(enqueued_ns=ctx.now_ns))
 
     def _resign(self, ctx: Context[ControllerMessage]) -> None:
         was_active = self.active
         if self.running is not None:
             self.scripts.cancel(self.running.script_id)
-            if self.running.event.requester is not None:
-                ctx.reply_to(self.running.event.requester, _not_controller(self.running.event))
+            self._answer_not_controller(ctx, self.running.event)
             self.running = None
         for queued in self.queue:
-            if queued.requester is not None:
-                ctx.reply_to(queued.requester, _not_controller(queued))
+            self._answer_not_controller(ctx, queued)
         self.queue.clear()
         if self.logic is not None:
             self.unclean_leader_elections_total += self.logic.unclean_leader_elections_total
@@ -423,8 +536,7 @@ class ControllerActor(Actor[ControllerMessage]):
             running.script_id = self.scripts.start(ctx, script, finish)
 
     def _script_for(self, ctx: Context[ControllerMessage], event: _Event) -> Generator[Any, Any, Any] | None:
-        kind = event.kind
-        if kind is EventKind.ELECT:
+        if isinstance(event, Elect):
             if self.active:
                 return self._check_still_controller()
             self.generation += 1
@@ -435,6 +547,7 @@ class ControllerActor(Actor[ControllerMessage]):
                 now_ns=lambda: ctx.now_ns,
                 wall_clock_ms=lambda: ctx.wall_clock_ms,
                 session_id=lambda: self.coordinator.session_id,
+                log=ctx.log,
             )
             self.logic.leader_election_seconds = self._leader_election_seconds
             self.logic.state_changes = self.state_changes
@@ -443,49 +556,48 @@ class ControllerActor(Actor[ControllerMessage]):
         logic = self.logic
         if logic is None or not logic.active:
             # Kafka processes these only on the active controller; a request is answered so.
-            if event.requester is not None:
-                ctx.reply_to(event.requester, _not_controller(event))
+            self._answer_not_controller(ctx, event)
             return None
-        if kind is EventKind.REPLICA_LEADER_ELECTION:
-            assert isinstance(event.request, ElectLeadersRequest)
-            return logic.on_elect_leaders(event.request)
-        if kind is EventKind.API_PARTITION_REASSIGNMENT:
-            assert isinstance(event.request, AlterPartitionReassignmentsRequest)
-            return logic.on_alter_partition_reassignments(event.request)
-        if kind is EventKind.LIST_PARTITION_REASSIGNMENTS:
-            assert isinstance(event.request, ListPartitionReassignmentsRequest)
-            return logic.on_list_partition_reassignments(event.request)
-        if kind is EventKind.ZK_PARTITION_REASSIGNMENT:
-            return logic.on_zk_partition_reassignment()
-        if kind is EventKind.PARTITION_REASSIGNMENT_ISR_CHANGE:
-            assert event.tp is not None
-            return logic.on_partition_reassignment_isr_change(event.tp)
-        if kind is EventKind.CONTROLLED_SHUTDOWN:
-            shutdown = event.shutdown
-            assert shutdown is not None
-            return logic.on_controlled_shutdown(shutdown.broker_id, shutdown.broker_epoch)
-        if kind is EventKind.BROKER_CHANGE:
-            return logic.on_broker_change()
-        if kind is EventKind.TOPIC_CHANGE:
-            return logic.on_topic_change()
-        if kind is EventKind.TOPIC_DELETION:
-            return logic.on_topic_deletion()
-        if kind is EventKind.ISR_CHANGE_NOTIFICATION:
-            return logic.on_isr_change_notification()
-        if kind is EventKind.PREFERRED_REPLICA_ELECTION:
-            return logic.on_preferred_replica_election()
-        if kind is EventKind.PARTITION_MODIFICATIONS:
-            assert event.topic is not None
-            return logic.on_partition_modifications(event.topic)
-        if kind is EventKind.AUTO_REBALANCE:
-            return logic.on_auto_rebalance(self.config.leader_imbalance_per_broker_percentage)
-        if kind is EventKind.TOPIC_UNCLEAN_LEADER_ELECTION_ENABLE:
-            assert event.topic is not None
-            return logic.on_unclean_leader_election_enabled(event.topic)
-        if kind is EventKind.TOPIC_DELETION_STOP_REPLICA_RESPONSE:
-            assert event.deletion is not None
-            return logic.on_stop_replica_deletion_response(*event.deletion)
-        raise AssertionError(f"no script for {kind}")
+        match event:
+            case ReplicaLeaderElection(request=request):
+                return logic.on_elect_leaders(request)
+            case ApiPartitionReassignment(request=request):
+                return logic.on_alter_partition_reassignments(request)
+            case ListPartitionReassignments(request=request):
+                return logic.on_list_partition_reassignments(request)
+            case ZkPartitionReassignment():
+                return logic.on_zk_partition_reassignment()
+            case PartitionReassignmentIsrChange(tp=tp):
+                return logic.on_partition_reassignment_isr_change(tp)
+            case ControlledShutdown(request=request):
+                return logic.on_controlled_shutdown(request.broker_id, request.broker_epoch)
+            case BrokerChange():
+                return logic.on_broker_change()
+            case TopicChange():
+                return logic.on_topic_change()
+            case TopicDeletion():
+                return logic.on_topic_deletion()
+            case IsrChangeNotification():
+                return logic.on_isr_change_notification()
+            case PreferredReplicaLeaderElection():
+                return logic.on_preferred_replica_election()
+            case PartitionModifications(topic=topic):
+                return logic.on_partition_modifications(topic)
+            case AutoPreferredReplicaLeaderElection():
+                return logic.on_auto_rebalance(self.config.leader_imbalance_per_broker_percentage)
+            case TopicUncleanLeaderElectionEnable(topic=topic):
+                return logic.on_unclean_leader_election_enabled(topic)
+            case TopicDeletionStopReplicaResponseReceived(
+                broker_id=broker_id, partitions=partitions, failed=failed
+            ):
+                return logic.on_stop_replica_deletion_response(broker_id, partitions, failed)
+            case _:
+                assert_never(event)
+
+    def _answer_not_controller(self, ctx: Context[ControllerMessage], event: _Event) -> None:
+        requester = _requester_of(event)
+        if requester is not None:
+            ctx.reply_to(requester, _not_controller(event))
 
     def _check_still_controller(self) -> Script:
         """/controller changed while we are active: if it is no longer ours, resign (by fencing)."""
@@ -516,9 +628,7 @@ class ControllerActor(Actor[ControllerMessage]):
             case ConnectionLossError() | SessionExpiredError():
                 self._retry_later(ctx, running, error)
             case _:
-                ctx.log.error(
-                    "controller event %s failed: resigning", running.event.kind.value, exc_info=error
-                )
+                ctx.log.error("controller event %s failed: resigning", running.event.name, exc_info=error)
                 self._resign_and_reelect(ctx)
 
     def _watch_message(self, kind: Hashable) -> Callable[[WatchEvent], _WatchFired]:
@@ -534,23 +644,24 @@ class ControllerActor(Actor[ControllerMessage]):
 
     def _finish(self, ctx: Context[ControllerMessage], running: _Running, result: object) -> None:
         self.running = None
-        kind = running.event.kind.value
+        kind = running.event.name
         histogram = self.processing_seconds.get(kind)
         if histogram is None:
             histogram = self.processing_seconds[kind] = Histogram()
         histogram.observe((ctx.now_ns - running.started_ns) / 1e9)
         logic = self.logic
         if logic is not None and logic.active:
-            if running.event.kind is EventKind.ELECT and logic.context.controller_epoch != self._last_epoch:
+            if isinstance(running.event, Elect) and logic.context.controller_epoch != self._last_epoch:
                 self._last_epoch = logic.context.controller_epoch
                 self.elections_won_total += 1
                 self._schedule_auto_rebalance(ctx)
             self._send_batch(ctx)
             if logic.deletion_retry_wanted:
                 logic.deletion_retry_wanted = False
-                ctx.start_timer("deletion-retry", _Tick(EventKind.TOPIC_DELETION), _DELETION_RETRY_MS)
-        if running.event.requester is not None:
-            if running.event.kind is EventKind.CONTROLLED_SHUTDOWN:
+                ctx.start_timer("deletion-retry", _Tick(TopicDeletion), _DELETION_RETRY_MS)
+        requester = _requester_of(running.event)
+        if requester is not None:
+            if isinstance(running.event, ControlledShutdown):
                 error, remaining = result if isinstance(result, tuple) else (ErrorCode.NOT_CONTROLLER, [])
                 answer: object = ControlledShutdownResponse(
                     error_code=error, remaining_partitions=tuple(remaining)
@@ -559,17 +670,17 @@ class ControllerActor(Actor[ControllerMessage]):
                 # An admin request's script returns its response; one that returned nothing (it
                 # found itself not active) is answered NOT_CONTROLLER.
                 answer = result if result is not None else _not_controller(running.event)
-            ctx.reply_to(running.event.requester, answer)
+            ctx.reply_to(requester, answer)
         self._run_next(ctx)
 
     def _resign_and_reelect(self, ctx: Context[ControllerMessage]) -> None:
         self._resign(ctx)
-        self._enqueue(ctx, _Event(EventKind.ELECT, ctx.now_ns))
+        self._enqueue(ctx, Elect(enqueued_ns=ctx.now_ns))
 
     def _retry_later(self, ctx: Context[ControllerMessage], running: _Running, error: Exception) -> None:
         ctx.log.warning(
             "controller event %s lost its ZooKeeper connection (%s); retrying",
-            running.event.kind.value,
+            running.event.name,
             error,
         )
         self.running = None
@@ -585,7 +696,7 @@ class ControllerActor(Actor[ControllerMessage]):
         if self.config.auto_leader_rebalance_enable:
             ctx.start_periodic_timer(
                 "auto-rebalance",
-                _Tick(EventKind.AUTO_REBALANCE),
+                _Tick(AutoPreferredReplicaLeaderElection),
                 self.config.leader_imbalance_check_interval_seconds * 1000,
                 initial_delay_ms=_AUTO_REBALANCE_FIRST_DELAY_MS,
             )
@@ -646,10 +757,11 @@ class ControllerActor(Actor[ControllerMessage]):
         if isinstance(sent, StopReplicaRequest) and sent.delete_partitions:
             self._enqueue(
                 ctx,
-                _Event(
-                    EventKind.TOPIC_DELETION_STOP_REPLICA_RESPONSE,
-                    ctx.now_ns,
-                    deletion=(message.broker_id, sent.partitions, _failed_partitions(sent, message.reply)),
+                TopicDeletionStopReplicaResponseReceived(
+                    enqueued_ns=ctx.now_ns,
+                    broker_id=message.broker_id,
+                    partitions=sent.partitions,
+                    failed=_failed_partitions(sent, message.reply),
                 ),
             )
         if isinstance(message.reply, LeaderAndIsrResponse) and message.reply.error_code is not ErrorCode.NONE:
@@ -696,14 +808,14 @@ def _not_controller(event: _Event) -> object:
     """The answer to a request this controller will not finish: it is not (or no longer) the
     active controller. The asker (a broker) then finds the new controller and asks again."""
     message = "this broker is not the active controller"
-    match event.request:
-        case ElectLeadersRequest():
+    match event:
+        case ReplicaLeaderElection():
             return ElectLeadersResponse(error_code=ErrorCode.NOT_CONTROLLER, error_message=message)
-        case AlterPartitionReassignmentsRequest():
+        case ApiPartitionReassignment():
             return AlterPartitionReassignmentsResponse(
                 error_code=ErrorCode.NOT_CONTROLLER, error_message=message
             )
-        case ListPartitionReassignmentsRequest():
+        case ListPartitionReassignments():
             return ListPartitionReassignmentsResponse(
                 error_code=ErrorCode.NOT_CONTROLLER, error_message=message
             )

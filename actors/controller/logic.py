@@ -100,8 +100,6 @@ __all__ = [
     "Watched",
 ]
 
-_log = logging.getLogger("actorlog.controller")
-
 
 class WatchKind(enum.Enum):
     CONTROLLER = "controller"
@@ -173,8 +171,11 @@ class ControllerLogic:
         now_ns: Callable[[], int],
         wall_clock_ms: Callable[[], int],
         session_id: Callable[[], int | None],
+        log: logging.Logger | logging.LoggerAdapter[logging.Logger],
     ) -> None:
         self.broker_id = broker_id
+        # The actor's logger (its context's): the scripts' lines carry the node and actor.
+        self.log = log
         # The ZooKeeper session this broker holds now (the owner of the ephemerals it creates).
         self._session_id = session_id
         self.default_unclean_leader_election = default_unclean_leader_election
@@ -221,7 +222,7 @@ class ControllerLogic:
                 broker_id = zk_data.parse_broker_id(name)
                 registration = zk_data.decode_broker_registration(broker_id, data)
             except zk_data.ZkDataError as error:
-                _log.error("ignoring an unreadable broker registration %s: %s", name, error)
+                self.log.error("ignoring an unreadable broker registration %s: %s", name, error)
                 continue
             endpoint = next(
                 (
@@ -278,7 +279,7 @@ class ControllerLogic:
                 # Ours, yet this broker is not the controller: an activation that ended on an error
                 # (Kafka's triggerControllerMove deletes it then). Left in place, no broker would
                 # ever be controller again while this session lives.
-                _log.warning("removing /controller left by this broker's previous activation")
+                self.log.warning("removing /controller left by this broker's previous activation")
                 try:
                     yield ZkDelete(zk_data.CONTROLLER_PATH, version=stat.version)
                 except (NoNodeError, BadVersionError):
@@ -322,7 +323,7 @@ class ControllerLogic:
             new_version = epoch_stat.version
         self.context = ControllerContext(controller_epoch=new_epoch, epoch_zk_version=new_version)
         self.active = True
-        _log.info("broker %d is the controller (controller epoch %d)", self.broker_id, new_epoch)
+        self.log.info("broker %d is the controller (controller epoch %d)", self.broker_id, new_epoch)
         yield from self.on_controller_failover()
 
     def on_controller_failover(self) -> Script:
@@ -394,7 +395,7 @@ class ControllerLogic:
                 try:
                     self.context.topic_configs[topic] = zk_data.decode_topic_config(topic, value[0])
                 except zk_data.ZkDataError as error:
-                    _log.error("ignoring unreadable topic config for %s: %s", topic, error)
+                    self.log.error("ignoring unreadable topic config for %s: %s", topic, error)
 
     def _record(
         self,
@@ -438,7 +439,7 @@ class ControllerLogic:
         try:
             state = zk_data.decode_partition_state(data, path=path)
         except zk_data.ZkDataError as error:
-            _log.error("ignoring an unreadable partition state %s: %s", path, error)
+            self.log.error("ignoring an unreadable partition state %s: %s", path, error)
             return None
         if state.controller_epoch > self.context.controller_epoch:
             # A newer controller already decided for this partition: we have been superseded.
@@ -488,7 +489,7 @@ class ControllerLogic:
             for broker_id in suspects:
                 by_broker.setdefault(broker_id, []).append(tp)
         for broker_id, tps in sorted(by_broker.items()):
-            _log.info(
+            self.log.info(
                 "broker %d restarted after the last change of %s: treating it as bounced",
                 broker_id, ", ".join(str(tp) for tp in tps),
             )  # fmt: skip
@@ -547,7 +548,7 @@ class ControllerLogic:
         if not (new or dead or bounced):
             context.live_brokers = current
             return
-        _log.info("brokers changed: new %s, dead %s, bounced %s", new, dead, bounced)
+        self.log.info("brokers changed: new %s, dead %s, bounced %s", new, dead, bounced)
         if dead or bounced:
             context.live_brokers = {b: live for b, live in current.items() if b not in bounced}
             yield from self.on_broker_failure([*dead, *bounced])
@@ -683,7 +684,9 @@ class ControllerLogic:
             # shutdown neither leads nor joins the ISR of a new partition.
             result = new_partition_leader(context.replicas(tp), context.is_live_and_not_shutting_down)
             if result is None:
-                _log.warning("%s stays new: none of its replicas %s is alive", tp, list(context.replicas(tp)))
+                self.log.warning(
+                    "%s stays new: none of its replicas %s is alive", tp, list(context.replicas(tp))
+                )
                 continue
             path = zk_data.partition_state_path(tp.topic, tp.partition)
             creates.append(
@@ -707,7 +710,7 @@ class ControllerLogic:
         for outcome in outcomes:
             tp, result = planned[outcome.path]
             if not outcome.ok:
-                _log.error("%s: could not create its state znode (%s)", tp, outcome.error)
+                self.log.error("%s: could not create its state znode (%s)", tp, outcome.error)
                 continue
             leadership = LeaderIsrAndEpoch(
                 leader=result.leader,
@@ -805,14 +808,14 @@ class ControllerLogic:
             outcome.elected.append(tp)
             if tp in unclean:
                 self.unclean_leader_elections_total += 1
-                _log.warning("%s: unclean leader election of broker %d", tp, leadership.leader)
+                self.log.warning("%s: unclean leader election of broker %d", tp, leadership.leader)
         for tp in outcome.failed:
             if (
                 kind is ElectionKind.OFFLINE
                 and context.partition_state(tp) is not PartitionMachineState.OFFLINE
             ):
                 context.set_partition_state(tp, PartitionMachineState.OFFLINE)
-            _log.warning("%s: no eligible leader for a %s election", tp, kind.value)
+            self.log.warning("%s: no eligible leader for a %s election", tp, kind.value)
         self.leader_election_seconds.observe((self._now_ns() - started) / 1e9)
         return outcome
 
@@ -889,7 +892,7 @@ class ControllerLogic:
             try:
                 assignments[topic] = zk_data.decode_topic_assignment(topic, value[0])
             except zk_data.ZkDataError as error:
-                _log.error("ignoring an unreadable topic assignment for %s: %s", topic, error)
+                self.log.error("ignoring an unreadable topic assignment for %s: %s", topic, error)
         return assignments
 
     def on_topic_change(self) -> Script:
@@ -908,7 +911,7 @@ class ControllerLogic:
             context.set_partition_state(tp, PartitionMachineState.NEW)
             for replica in context.replicas(tp):
                 context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
-        _log.info("new topics %s: %d partition(s)", new_topics, len(partitions))
+        self.log.info("new topics %s: %d partition(s)", new_topics, len(partitions))
         yield from self._initialize_new_partitions(partitions)
 
     def on_partition_modifications(self, topic: str) -> Script:
@@ -919,7 +922,7 @@ class ControllerLogic:
         if found is None or topic not in context.assignments:
             return  # deleted, or not yet known (the topic-change handler will load it)
         if topic in context.topics_to_delete:
-            _log.info("ignoring a partition change of %s: it is being deleted", topic)
+            self.log.info("ignoring a partition change of %s: it is being deleted", topic)
             return
         known = context.assignments[topic]
         added = {p: replicas for p, replicas in found.partitions.items() if p not in known}
@@ -931,7 +934,7 @@ class ControllerLogic:
             context.set_partition_state(tp, PartitionMachineState.NEW)
             for replica in context.replicas(tp):
                 context.set_replica_state(tp, replica, ReplicaMachineState.NEW)
-        _log.info("new partitions of %s: %s", topic, sorted(added))
+        self.log.info("new partitions of %s: %s", topic, sorted(added))
         yield from self._initialize_new_partitions(partitions)
 
     def on_topic_deletion(self) -> Script:
@@ -946,7 +949,7 @@ class ControllerLogic:
                 continue
             if topic not in context.topics_to_delete:
                 context.topics_to_delete.add(topic)
-                _log.info("topic %s marked for deletion", topic)
+                self.log.info("topic %s marked for deletion", topic)
         yield from self._abandon_reassignments(context.topics_to_delete)
         # A new request also retries replicas whose deletion failed (Kafka retries them with the
         # next event that resumes deletions).
@@ -987,7 +990,7 @@ class ControllerLogic:
                 }
             )
             if waiting:
-                _log.info("deletion of %s waits for replicas on brokers %s", topic, waiting)
+                self.log.info("deletion of %s waits for replicas on brokers %s", topic, waiting)
 
     def on_unclean_leader_election_enabled(self, topic: str) -> Script:
         """Kafka's ``TopicUncleanLeaderElectionEnable``: a topic now allows unclean elections, so
@@ -997,7 +1000,7 @@ class ControllerLogic:
             return
         yield from self._load_topic_configs([topic])
         if self._unclean_enabled(topic):
-            _log.info("unclean leader election enabled for %s: electing its offline partitions", topic)
+            self.log.info("unclean leader election enabled for %s: electing its offline partitions", topic)
             yield from self.trigger_online_partition_state_change()
 
     def on_stop_replica_deletion_response(
@@ -1013,7 +1016,7 @@ class ControllerLogic:
             if context.replica_state(tp, broker_id) is not ReplicaMachineState.DELETION_STARTED:
                 continue
             if tp in failed:
-                _log.warning("replica %d of %s not deleted yet; asking again later", broker_id, tp)
+                self.log.warning("replica %d of %s not deleted yet; asking again later", broker_id, tp)
                 self._move_replica(tp, broker_id, ReplicaMachineState.DELETION_INELIGIBLE)
                 # Kafka waits for the broker to restart (a storage error halts it); a replica whose
                 # actor was busy or restarting is asked again after a back-off too.
@@ -1030,7 +1033,7 @@ class ControllerLogic:
         context.remove_topic(topic)
         self.batch.deleted_topics.add(topic)
         self.batch.add_update_metadata(context.live_or_shutting_down_ids(), [])
-        _log.info("deleted topic %s: every replica deleted its log", topic)
+        self.log.info("deleted topic %s: every replica deleted its log", topic)
 
     def _retry_ineligible_replicas(self, broker_matches: Callable[[BrokerId], bool]) -> None:
         """Ineligible replicas on live brokers ``broker_matches`` picks become eligible again
@@ -1136,7 +1139,7 @@ class ControllerLogic:
             requested = zk_data.decode_reassign_partitions(data)
         except zk_data.ZkDataError as error:
             # Left in place it would block every later reassignment through ZooKeeper.
-            _log.error("deleting an unreadable reassignment request: %s", error)
+            self.log.error("deleting an unreadable reassignment request: %s", error)
             yield ZkDeleteRecursive(zk_data.REASSIGN_PARTITIONS_PATH, self.fence)
             return set()
         wanted: dict[TopicPartition, tuple[BrokerId, ...] | None] = {
@@ -1150,7 +1153,7 @@ class ControllerLogic:
             else:
                 errors[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "The partition does not exist.")
         if errors:
-            _log.warning(
+            self.log.warning(
                 "reassignments in %s refused: %s",
                 zk_data.REASSIGN_PARTITIONS_PATH,
                 ", ".join(f"{tp}: {code.name}" for tp, (code, _) in sorted(errors.items())),
@@ -1226,7 +1229,7 @@ class ControllerLogic:
             if not (yield from self._write_assignment(tp, assignment)):
                 return False
             context.set_full_assignment(tp, assignment)
-            _log.info(
+            self.log.info(
                 "%s: reassigning from %s to %s (adding %s, removing %s)",
                 tp, list(assignment.origin), list(assignment.target), list(assignment.adding),
                 list(assignment.removing),
@@ -1256,7 +1259,7 @@ class ControllerLogic:
             outcome = yield from self.elect_leaders([tp], ElectionKind.REASSIGNMENT)
             if not outcome.elected:
                 context.set_full_assignment(tp, assignment)
-                _log.warning(
+                self.log.warning(
                     "%s: no live in-sync target replica in %s can lead yet", tp, list(completed.replicas)
                 )
                 return True
@@ -1272,7 +1275,7 @@ class ControllerLogic:
             lambda found, replicas: found == tp and replicas == completed.replicas
         )
         self.batch.add_update_metadata(context.live_or_shutting_down_ids(), [tp])
-        _log.info("%s: reassignment complete; replicas %s", tp, list(completed.replicas))
+        self.log.info("%s: reassignment complete; replicas %s", tp, list(completed.replicas))
         return True
 
     def _reassignment_complete(
@@ -1356,7 +1359,7 @@ class ControllerLogic:
             self.fence, ((zk_data.topic_path(tp.topic), data, ANY_VERSION),)
         )
         if not outcomes[0].ok:
-            _log.error("%s: cannot write its assignment (%s)", tp, outcomes[0].error)
+            self.log.error("%s: cannot write its assignment (%s)", tp, outcomes[0].error)
             return False
         return True
 
@@ -1409,7 +1412,9 @@ class ControllerLogic:
             context.partitions_being_reassigned.discard(tp)
             context.adding_replicas.pop(tp, None)
             context.removing_replicas.pop(tp, None)
-        _log.info("reassignments of %s end: the topic is being deleted", sorted(str(tp) for tp in dropped))
+        self.log.info(
+            "reassignments of %s end: the topic is being deleted", sorted(str(tp) for tp in dropped)
+        )
         yield from self._remove_from_zk_reassignment(lambda tp, _: tp.topic in topics)
 
     # ---------------------------------------------------------------- ISR change notifications
@@ -1435,7 +1440,7 @@ class ControllerLogic:
                     for tp in zk_data.decode_isr_change_notification(value[0], path=path)
                 }
             except zk_data.ZkDataError as error:
-                _log.error("ignoring an unreadable ISR change notification %s: %s", path, error)
+                self.log.error("ignoring an unreadable ISR change notification %s: %s", path, error)
         known = sorted(tp for tp in changed if tp in context.leadership or context.replicas(tp))
         if known:
             yield from self._load_leadership(known)
@@ -1499,7 +1504,7 @@ class ControllerLogic:
             data, _ = yield ZkGet(zk_data.PREFERRED_REPLICA_ELECTION_PATH)
             requested = zk_data.decode_preferred_replica_election(data)
         except (NoNodeError, zk_data.ZkDataError) as error:
-            _log.error("cannot read the preferred replica election request: %s", error)
+            self.log.error("cannot read the preferred replica election request: %s", error)
             requested = frozenset()
         context = self.context
         partitions = sorted(
@@ -1578,7 +1583,7 @@ class ControllerLogic:
                 )
             )
         if electable:
-            _log.info(
+            self.log.info(
                 "%s leader election asked for %d partition(s): %d elected",
                 kind.value, len(electable), len(elected),
             )  # fmt: skip
@@ -1609,5 +1614,5 @@ class ControllerLogic:
             if len(not_led) / len(tps) > imbalance_percentage / 100:
                 to_elect += [tp for tp in not_led if broker_id in context.leadership[tp].isr]
         if to_elect:
-            _log.info("auto leader rebalance: preferred election for %d partition(s)", len(to_elect))
+            self.log.info("auto leader rebalance: preferred election for %d partition(s)", len(to_elect))
             yield from self.elect_leaders(to_elect, ElectionKind.PREFERRED)

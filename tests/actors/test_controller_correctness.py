@@ -3,6 +3,8 @@ brokers in one process running the real controller, on virtual time. Each failed
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from actors.common.types import TopicPartition
@@ -96,6 +98,7 @@ def logic_with(context: ControllerContext) -> ControllerLogic:
     logic = ControllerLogic(
         broker_id=1, default_unclean_leader_election=False,
         now_ms=lambda: 0, now_ns=lambda: 0, wall_clock_ms=lambda: 0, session_id=lambda: None,
+        log=logging.getLogger("actorlog.controller"),
     )  # fmt: skip
     logic.context = context
     logic.active = True

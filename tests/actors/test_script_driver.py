@@ -11,14 +11,14 @@ import pytest
 from actors.common.types import TopicPartition
 from actors.server import zk_data
 from actors.server.replica.partition_state import LeaderAndIsr
-from actors.server.replica.state_store import isr_write
+from actors.server.replica.state_store import conditional_isr_write, isr_write, read_partition_state
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Stat
-from runtime.coordination.errors import BadVersionError
+from runtime.coordination.errors import BadVersionError, NoNodeError
 from runtime.coordination.memory import MemoryCoordinator
 from runtime.coordination.memory_server import MemoryZooKeeper
-from runtime.coordination.requests import ZkGet, ZkSet
+from runtime.coordination.requests import ZkEnsurePath, ZkGet, ZkSet, execute
 from runtime.messages import AskTimedOut
 from runtime.ref import ActorRef
 from runtime.scripts import Ask, AskAll, Pause, Resume, Script, ScriptRunner, ScriptStep
@@ -160,3 +160,26 @@ def test_the_isr_write_script_yields_the_conditional_set_then_the_reread() -> No
     with pytest.raises(StopIteration) as finished:
         script.send((_state(leader_epoch=3, isr=(1, 2)), _stat(8)))
     assert finished.value.value == 8
+
+
+@pytest.mark.asyncio
+async def test_the_runtime_performs_the_isr_write_and_the_state_read_against_zookeeper() -> None:
+    """The partition pipes these: ``perform_script`` sends each result in and throws each error in."""
+    coordinator = MemoryCoordinator(MemoryZooKeeper())
+    await coordinator.start()
+    try:
+        assert await conditional_isr_write(coordinator, TP, PROPOSAL)() is None  # NONODE
+        with pytest.raises(NoNodeError):
+            await read_partition_state(coordinator, TP)()
+        await execute(coordinator, ZkEnsurePath(STATE_PATH.rsplit("/", 1)[0]))
+        await coordinator.create(STATE_PATH, _state(leader_epoch=2, isr=(1, 2)))
+        first = LeaderAndIsr(leader=1, leader_epoch=3, isr=(1, 2), controller_epoch=5, zk_version=0)
+        assert await conditional_isr_write(coordinator, TP, first)() == 1
+        # The same proposal again on the old version: BADVERSION, and the znode is ours.
+        assert await conditional_isr_write(coordinator, TP, first)() == 1
+        other = LeaderAndIsr(leader=1, leader_epoch=3, isr=(1,), controller_epoch=5, zk_version=0)
+        assert await conditional_isr_write(coordinator, TP, other)() is None  # not ours: fenced
+        state, version = await read_partition_state(coordinator, TP)()
+        assert (state.leader_epoch, state.isr, version) == (3, (1, 2), 1)
+    finally:
+        await coordinator.close()

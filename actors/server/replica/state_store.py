@@ -13,6 +13,7 @@ leader has cached. Its result is the znode's new version, or None when the write
 
 The script never awaits: whoever drives it performs each request. ``conditional_isr_write`` is
 the operation the partition actor pipes today: the runtime performs the whole script in it.
+``read_partition_state`` is the same for the state znode a recovering leader reads.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from runtime.coordination.errors import BadVersionError, NoNodeError
 from runtime.coordination.requests import ZkGet, ZkRequest, ZkSet
 from runtime.scripts import perform_script
 
-__all__ = ["conditional_isr_write", "isr_write"]
+__all__ = ["conditional_isr_write", "isr_write", "partition_state", "read_partition_state"]
 
 
 def isr_write(tp: TopicPartition, proposal: LeaderAndIsr) -> Generator[ZkRequest, Any, int | None]:
@@ -67,5 +68,21 @@ def conditional_isr_write(
 
     def operation() -> Awaitable[int | None]:
         return perform_script(coordinator, isr_write(tp, proposal))
+
+    return operation
+
+
+def partition_state(tp: TopicPartition) -> Generator[ZkRequest, Any, tuple[zk_data.PartitionState, int]]:
+    """The partition's state znode and its zkVersion (raises NoNodeError if it has none)."""
+    path = zk_data.partition_state_path(tp.topic, tp.partition)
+    raw, stat = yield ZkGet(path)
+    return zk_data.decode_partition_state(raw, path=path), stat.version
+
+
+def read_partition_state(
+    coordinator: Coordinator, tp: TopicPartition
+) -> Callable[[], Awaitable[tuple[zk_data.PartitionState, int]]]:
+    def operation() -> Awaitable[tuple[zk_data.PartitionState, int]]:
+        return perform_script(coordinator, partition_state(tp))
 
     return operation
