@@ -1,64 +1,37 @@
-"""BrokerActor: a broker's front door and its replica manager.
+"""BrokerActor: a broker's front door. It routes each message to the object that owns its job,
+and applies the controller's requests that passed the gate to the hosted partitions.
 
-Theory of operation
--------------------
-*Requests.* Kafka requests (Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch) name many
-partitions. The broker asks each partition actor for its part, gathers the answers and replies with
-one response (``broker_requests.py``). A partition not hosted here answers NOT_LEADER_OR_FOLLOWER if
-the metadata knows it, UNKNOWN_TOPIC_OR_PARTITION otherwise. Metadata requests are answered from
-the metadata cache. A fetch that finds too little data is *parked*: the broker asks its partitions
-to notify it once (``NotifyOnChange``), re-reads them on ``PartitionChanged`` and answers when there
-is enough, when a follower's HW moved (KIP-392), or when ``max_wait_ms`` passes.
+Collaborators (each "decides, records and tells" through this actor's context)
+-----------------------------------------------------------------------------
+* ``request_fanout.py``: Produce, Fetch, ListOffsets and OffsetsForLeaderEpoch, asked of each
+  partition and gathered into one response (one table row per kind); ``fetch_purgatory.py``:
+  fetches parked until data arrives, a follower's HW moves (KIP-392) or ``max_wait_ms`` passes.
+* ``controller_gate.py``: LeaderAndIsr, UpdateMetadata and StopReplica in arrival order, checked
+  against ZooKeeper when their controller epoch is new, held while a new topic's config is read,
+  and fenced on controller and broker epoch (docs/security.md).
+* ``replica_manager.py``: the hosted partitions and their roles (``becomeLeaderOrFollower``,
+  ``stopReplicas``) and the replica fetchers; ``replica_deletions.py``: StopReplica(delete)
+  answered once every log is gone.
+* ``broker_tasks.py``: isr-expiration, ISR change propagation, checkpoints (their only writer),
+  retention and the flusher.
+* ``topic_settings.py``: each topic's settings and throttled replicas;
+  ``replication_quota.py``: the leader and follower replication quotas, whose rates come from
+  ``BrokerConfigChanged`` (docs/replication-quotas.md); ``topic_auto_creation.py``: Metadata, with
+  ``auto.create.topics.enable``.
+* A ``BrokerRegistrationActor`` child keeps ``/brokers/ids/<id>`` registered across ZooKeeper
+  sessions and reports the broker epoch; a ``topic-configs`` child reads topic and broker configs.
 
-*Controller requests.* LeaderAndIsr, UpdateMetadata and StopReplica carry the controller epoch: a
-lower one than the highest seen is answered STALE_CONTROLLER_EPOCH for the whole request; an older
-broker epoch than our registration's, or none (-1: Kafka lets that through, we do not), is
-STALE_BROKER_EPOCH. A controller epoch never seen before is checked against ZooKeeper first: the
-request waits (with the controller's later ones, in order) until ``/controller`` and
-``/controller_epoch`` are read; it is applied only if they name its controller id and epoch, else
-answered STALE_CONTROLLER_EPOCH. So a request forged with a future epoch cannot fence the real
-controller, nor a stale one act (docs/security.md). In LeaderAndIsr each partition is then
-fenced on its leader epoch (only a higher epoch is applied; an equal or lower one answers
-STALE_CONTROLLER_EPOCH for that partition, as Kafka 2.4 does). Leaders stop being fetched and become
-leader; followers whose leader is alive become followers and are handed to the replica fetcher of
-``(leader, fetcher id)``, created on demand; fetchers left with nothing are stopped. The per
-partition part lives in ``replica_manager.py`` (the hosted partitions and their roles) and
-``fetcher/manager.py`` (the replica fetchers); the request-level fencing stays here.
-
-*Replica manager duties.* ``isr-expiration`` every ``replica.lag.time.max.ms / 2`` ticks the led
-partitions; successful leader ISR writes are recorded in ``isr_change_set`` and propagated by the
-``isr-change-propagation`` task every 2500 ms (``isr_propagation.py``); the high watermark checkpoint
-is written every ``replica.high.watermark.checkpoint.interval.ms`` once the first LeaderAndIsr has
-been handled; recovery points and log start offsets every 60 s; retention every 300 s. Checkpoint
-files are captured on the loop and written (fsync) in a worker thread.
-
-*Replication quotas* (docs/replication-quotas.md). The broker holds its leader and follower
-quotas (``replication_quota.py``): rates from ``BrokerConfigChanged`` (the ``topic-configs``
-child reads ``/config/brokers/<id>`` and ``<default>``), throttled partitions from each topic's
-config. On a follower fetch, a throttled partition is read with ``leader_throttled`` while the
-leader quota is exceeded (the partition withholds its records from a replica outside the ISR),
-and the bytes sent for throttled partitions are recorded; the follower quota is shared with the
-replica fetchers, which apply it themselves.
-
-*Registration.* A ``BrokerRegistrationActor`` child keeps ``/brokers/ids/<id>`` registered across
-ZooKeeper sessions and reports the broker epoch.
-
-Statistics (and Kafka's BrokerState numbers): ``broker_statistics.py``.
+An I/O error on the log dir halts the broker. Statistics: ``broker_statistics.py``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import itertools
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
 
-from actors.common.client_protocol import CreatableTopic, CreateTopicsRequest
 from actors.common.errors import ErrorCode
 from actors.common.names import (
-    ADMIN_ACTOR_NAME,
-    CONTROLLER_ACTOR_NAME,
     REGISTRATION_ACTOR_NAME,
     TOPIC_CONFIGS_ACTOR_NAME,
     broker_node,
@@ -69,7 +42,6 @@ from actors.common.protocol import (
     LeaderAndIsrResponse,
     ListOffsetsRequest,
     MetadataRequest,
-    MetadataResponse,
     OffsetsForLeaderEpochRequest,
     PartitionError,
     ProduceRequest,
@@ -78,9 +50,6 @@ from actors.common.protocol import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from actors.common.topic_names import validate_topic_name
-from actors.common.types import TopicPartition
-from actors.controller.controller import EnableTopicUncleanLeaderElection
 from actors.group.coordinator_actor import GroupCoordinatorStarted
 from actors.server import zk_data
 from actors.server.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
@@ -117,15 +86,18 @@ from actors.server.replica.messages import (
     IsrChangeRecorded,
     PartitionChanged,
 )
+from actors.server.replica_deletions import ReplicaDeletions
 from actors.server.replica_manager import HostedPartitions, PartitionDeleted
 from actors.server.replication_quota import ReplicationQuotas
 from actors.server.request_fanout import PartitionReply, RequestFanOut
 from actors.server.state_changes import StateChangeLog
+from actors.server.topic_auto_creation import AutoCreated, TopicAutoCreation
 from actors.server.topic_config_manager import (
     BrokerConfigChanged,
     TopicConfigChanged,
     TopicConfigManagerActor,
 )
+from actors.server.topic_settings import TopicSettings
 from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator
@@ -141,25 +113,6 @@ __all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
 
 
 # ------------------------------------------------------------------------------ private messages
-
-
-@dataclass(frozen=True, slots=True)
-class _AutoCreated:
-    """The admin actor is done with topics this broker asked it to create (auto-creation)."""
-
-    topics: tuple[str, ...]
-
-
-@dataclass(slots=True)
-class _PendingDeletion:
-    """A StopReplica(delete) answered once every partition's log is gone (Kafka answers after
-    renaming each log directory for deletion): the controller completes a topic's deletion only
-    when every replica says so."""
-
-    requester: Requester | None
-    started: int
-    partitions: tuple[TopicPartition, ...]
-    errors: dict[TopicPartition, ErrorCode]
 
 
 BrokerMessage: TypeAlias = (
@@ -191,7 +144,7 @@ BrokerMessage: TypeAlias = (
     | TopicConfigsReady
     | TopicConfigChanged
     | BrokerConfigChanged
-    | _AutoCreated
+    | AutoCreated
     | PartitionDeleted
     | GroupCoordinatorStarted
 )
@@ -243,13 +196,16 @@ class BrokerActor(Actor[BrokerMessage]):
         # The replication quotas (docs/replication-quotas.md): the leader side is applied here
         # on follower fetches; the follower side is shared with this node's replica fetchers.
         self.quotas = ReplicationQuotas(config.broker_id)
+        self.topic_settings = TopicSettings(
+            config=config, log_manager=log_manager, quotas=self.quotas, fixed=topic_config
+        )
         self._last_now_ms = 0
         self.hosted = HostedPartitions(
             config=config,
             log_manager=log_manager,
             coordinator=coordinator,
             metadata=self.metadata,
-            topic_config=topic_config or self._topic_settings_of,
+            topic_config=self.topic_settings.of,
             state_changes=state_changes,
             group_coordinator=group_coordinator,
             follower_quota=self.quotas.follower,
@@ -263,21 +219,19 @@ class BrokerActor(Actor[BrokerMessage]):
             request_metrics=self.request_metrics,
         )
         self.state_changes = state_changes
-        self._fixed_topic_config = topic_config is not None
-        # Each topic's (policy, log config), as last read from ZooKeeper.
-        self.topic_settings: dict[str, tuple[TopicPolicy, LogConfig]] = {}
-        # Controller requests waiting behind a LeaderAndIsr whose topics' configs are being read,
-        # in arrival order (the controller's order is the order they take effect in).
-        self._auto_creating: set[str] = set()
         self.gate = ControllerRequestGate(
             coordinator=coordinator,
             request_timeout_ms=config.request_timeout_ms,
             request_metrics=self.request_metrics,
-            missing_topic_configs=self._missing_topic_configs,
+            missing_topic_configs=self.topic_settings.missing,
             apply=self._apply_controller_request,
         )
-        self._deletion_ids = itertools.count(1)
-        self._pending_deletions: dict[int, _PendingDeletion] = {}
+        self.auto_creation = TopicAutoCreation(config=config, metadata=self.metadata)
+        self.deletions = ReplicaDeletions(
+            hosted=self.hosted,
+            request_timeout_ms=config.request_timeout_ms,
+            request_metrics=self.request_metrics,
+        )
         self.registered = False
         self.has_current_metadata = False
         self.state = BrokerState.STARTING
@@ -307,7 +261,7 @@ class BrokerActor(Actor[BrokerMessage]):
     # ------------------------------------------------------------------------------ lifecycle
 
     def on_start(self, ctx: Context[BrokerMessage]) -> None:
-        if not self._fixed_topic_config:
+        if self.topic_settings.fixed is None:
             broker = ctx.self_ref
             ctx.spawn(
                 TOPIC_CONFIGS_ACTOR_NAME,
@@ -353,7 +307,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 self.requests.start(ctx, message)
             case MetadataRequest():
                 self._count_request(ctx, "Metadata", ctx.now_ns)
-                ctx.reply(self._metadata_response(ctx, message))
+                ctx.reply(self.auto_creation.metadata_response(ctx, message))
             case LeaderAndIsrRequest() | UpdateMetadataRequest() | StopReplicaRequest():
                 self.gate.hold(ctx, message)
             case IsrChangeRecorded():
@@ -388,23 +342,16 @@ class BrokerActor(Actor[BrokerMessage]):
                 self.gate.controller_read(ctx, message)
             case ReadControllerAgain():
                 self.gate.release(ctx)
-            case _AutoCreated():
-                self._auto_creating.difference_update(message.topics)
+            case AutoCreated():
+                self.auto_creation.created(message)
             case TopicConfigsReady():
                 self._on_topic_configs_ready(ctx, message)
             case PartitionDeleted():
-                self._on_partition_deleted(ctx, message)
+                self.deletions.partition_deleted(ctx, message)
             case GroupCoordinatorStarted():
                 self.hosted.elect_offsets_partitions_again(ctx)
             case TopicConfigChanged():
-                self.topic_settings[message.topic] = (message.policy, message.log_config)
-                self._update_topic_quotas(message.topic, message.log_config)
-                self.hosted.update_topic_config(ctx, message.topic, message.policy, message.log_config)
-                if message.policy.unclean_leader_election_enable:
-                    # Kafka's TopicConfigHandler: the controller (if it runs here) elects the
-                    # topic's offline partitions now that an unclean leader is allowed.
-                    controller = ActorRef(node_id=ctx.self_ref.node_id, name=CONTROLLER_ACTOR_NAME)
-                    ctx.tell(controller, EnableTopicUncleanLeaderElection(message.topic))
+                self.topic_settings.changed(ctx, self.hosted, message)
             case BrokerConfigChanged():
                 self.quotas.update_rates(
                     message.settings.leader_replication_throttled_rate,
@@ -421,55 +368,7 @@ class BrokerActor(Actor[BrokerMessage]):
     def _count_error(self, kind: str, error: ErrorCode) -> None:
         self.request_metrics.count_error(kind, error)
 
-    def _metadata_response(self, ctx: Context[BrokerMessage], request: MetadataRequest) -> MetadataResponse:
-        """Kafka's Metadata; with ``auto.create.topics.enable`` and a request that allows it, named
-        topics that do not exist are created (with the broker defaults) through this node's admin
-        actor and answered LEADER_NOT_AVAILABLE until they have leaders, and a name that cannot be
-        a topic's is answered INVALID_TOPIC_EXCEPTION, as Kafka does."""
-        response = self.metadata.response(request.topics)
-        if not (
-            self.config.auto_create_topics_enable and request.allow_auto_topic_creation and request.topics
-        ):
-            return response
-        unknown = [t.name for t in response.topics if t.error_code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
-        missing = [name for name in unknown if validate_topic_name(name) is None]
-        if not unknown:
-            return response
-        fresh = [name for name in missing if name not in self._auto_creating]
-        if fresh:
-            self._auto_creating.update(fresh)
-            ctx.ask(
-                ActorRef(node_id=ctx.self_ref.node_id, name=ADMIN_ACTOR_NAME),
-                CreateTopicsRequest(topics=tuple(CreatableTopic(name=name) for name in fresh)),
-                timeout_ms=self.config.request_timeout_ms,
-                on_reply=lambda _reply: _AutoCreated(tuple(fresh)),
-                on_failure=lambda _failure: _AutoCreated(tuple(fresh)),
-            )
-        answered = {
-            name: ErrorCode.LEADER_NOT_AVAILABLE if name in missing else ErrorCode.INVALID_TOPIC_EXCEPTION
-            for name in unknown
-        }
-        return dataclasses.replace(
-            response,
-            topics=tuple(
-                dataclasses.replace(t, error_code=answered[t.name]) if t.name in answered else t
-                for t in response.topics
-            ),
-        )
-
     # -------------------------------------------------------------------- controller requests
-
-    def _missing_topic_configs(self, request: ControllerRequest) -> list[str]:
-        """A LeaderAndIsr's topics whose configs have not been read from ZooKeeper yet."""
-        if not isinstance(request, LeaderAndIsrRequest) or self._fixed_topic_config:
-            return []
-        return sorted({s.topic for s in request.partition_states} - self.topic_settings.keys())
-
-    def _topic_settings_of(self, topic: str) -> tuple[TopicPolicy, LogConfig]:
-        settings = self.topic_settings.get(topic)
-        if settings is not None:
-            return settings
-        return self.config.topic_policy(), self.log_manager.config_for(topic)
 
     def _apply_controller_request(
         self, ctx: Context[Any], request: ControllerRequest, requester: Requester | None, started: int
@@ -488,17 +387,8 @@ class BrokerActor(Actor[BrokerMessage]):
         if message.loaded is None:
             ctx.log.warning("topic configs not read yet; LeaderAndIsr waits and asks again")
         else:
-            self.topic_settings.update(message.loaded.settings)
-            for topic, (_, log_config) in message.loaded.settings.items():
-                self._update_topic_quotas(topic, log_config)
+            self.topic_settings.loaded(message.loaded)
         self.gate.topic_configs_read(ctx)
-
-    def _update_topic_quotas(self, topic: str, log_config: LogConfig) -> None:
-        self.quotas.update_topic(
-            topic,
-            log_config.leader_replication_throttled_replicas,
-            log_config.follower_replication_throttled_replicas,
-        )
 
     def _apply_leader_and_isr(
         self,
@@ -555,7 +445,10 @@ class BrokerActor(Actor[BrokerMessage]):
         started: int,
     ) -> None:
         if request.delete_partitions:
-            self._delete_replicas(ctx, request, requester, started)
+            for tp in request.partitions:
+                # A topic deleted (and maybe created again) must not keep its old overrides.
+                self.topic_settings.forget(tp.topic)
+            self.deletions.start(ctx, request, requester, started)
             return
         for tp in request.partitions:
             self.hosted.stop(ctx, tp)
@@ -572,59 +465,6 @@ class BrokerActor(Actor[BrokerMessage]):
             ),
         )
         self._count_request(ctx, "StopReplica", started)
-
-    def _delete_replicas(
-        self,
-        ctx: Context[BrokerMessage],
-        request: StopReplicaRequest,
-        requester: Requester | None,
-        started: int,
-    ) -> None:
-        request_id = next(self._deletion_ids)
-        pending = _PendingDeletion(requester, started, request.partitions, {})
-        self._pending_deletions[request_id] = pending
-        for tp in request.partitions:
-            # A topic deleted (and maybe created again) must not keep its old overrides.
-            self.topic_settings.pop(tp.topic, None)
-            error = self.hosted.delete(ctx, tp, timeout_ms=self.config.request_timeout_ms)
-            if error is not None:
-                pending.errors[tp] = error
-        self.hosted.stop_idle_fetchers(ctx)
-        self._maybe_answer_deletion(ctx, request_id)
-
-    def _on_partition_deleted(self, ctx: Context[BrokerMessage], message: PartitionDeleted) -> None:
-        # Every deletion waiting for this partition (a repeated StopReplica waits for the first).
-        waiting = [
-            request_id
-            for request_id, pending in self._pending_deletions.items()
-            if message.tp in pending.partitions and message.tp not in pending.errors
-        ]
-        for request_id in waiting:
-            self._pending_deletions[request_id].errors[message.tp] = message.error_code
-        self.hosted.deleted(ctx, message)
-        for request_id in waiting:
-            self._maybe_answer_deletion(ctx, request_id)
-
-    def _maybe_answer_deletion(self, ctx: Context[BrokerMessage], request_id: int) -> None:
-        pending = self._pending_deletions[request_id]
-        if len(pending.errors) < len(set(pending.partitions)):
-            return
-        del self._pending_deletions[request_id]
-        failed = [tp for tp, error in pending.errors.items() if error is not ErrorCode.NONE]
-        if failed:
-            ctx.log.warning("StopReplica(delete) failed for %s", ", ".join(str(tp) for tp in sorted(failed)))
-        answer(
-            ctx,
-            pending.requester,
-            StopReplicaResponse(
-                error_code=ErrorCode.NONE,
-                partitions=tuple(
-                    PartitionError(topic=tp.topic, partition=tp.partition, error_code=pending.errors[tp])
-                    for tp in pending.partitions
-                ),
-            ),
-        )
-        self._count_request(ctx, "StopReplica", pending.started)
 
     # --------------------------------------------------------------------------- registration
 
@@ -669,7 +509,7 @@ class BrokerActor(Actor[BrokerMessage]):
             request_errors_total=dict(metrics.request_errors_total),
             zookeeper_expires_total=self.zookeeper_expires_total,
             zookeeper_disconnects_total=self.zookeeper_disconnects_total,
-            followed_out_of_isr=self._followed_out_of_isr(),
+            followed_out_of_isr=self.metadata.followed_out_of_isr(self.broker_id),
             has_current_metadata=self.has_current_metadata,
             offline_log_directories=int(self.log_manager.offline_reason is not None),
             log_recovery_actions=self.log_manager.recovery_report.counts(),
@@ -678,16 +518,4 @@ class BrokerActor(Actor[BrokerMessage]):
             follower_replication_byte_rate=self.quotas.follower.byte_rate(measured_at),
             leader_replication_throttle_time_ms=self.quotas.leader.throttle_time_ms_total,
             follower_replication_throttle_time_ms=self.quotas.follower.throttle_time_ms_total,
-        )
-
-    def _followed_out_of_isr(self) -> tuple[str, ...]:
-        """Partitions with a live leader that name this broker as a replica but not in their ISR,
-        per the controller's latest UpdateMetadata."""
-        me = self.broker_id
-        return tuple(
-            sorted(
-                str(tp)
-                for tp, state in self.metadata.partitions.items()
-                if me in state.replicas and me not in state.isr and state.leader >= 0 and state.leader != me
-            )
         )

@@ -14,13 +14,12 @@ __all__ = ["BrokerState", "BrokerStatistics", "RequestMetrics"]
 
 
 class BrokerState:
-    """Kafka's BrokerState numbers (the ``kafka_server_kafkaserver_brokerstate`` gauge)."""
+    """Kafka's BrokerState numbers (the ``kafka_server_kafkaserver_brokerstate`` gauge) that a
+    broker actor passes through: starting until its children and tasks are started, then running
+    (a broker going away stops its process; no actor is left to report another state)."""
 
-    NOT_RUNNING = 0
     STARTING = 1
     RUNNING = 3
-    PENDING_CONTROLLED_SHUTDOWN = 6
-    SHUTTING_DOWN = 7
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -92,3 +92,16 @@ class MetadataCache:
             topics=tuple(topic_metadata),
             cluster_id=self.cluster_id,
         )
+
+    def followed_out_of_isr(self, broker_id: int) -> tuple[str, ...]:
+        """Partitions with a live leader that name ``broker_id`` as a replica but not in their ISR."""
+        return tuple(
+            sorted(
+                str(tp)
+                for tp, state in self.partitions.items()
+                if broker_id in state.replicas
+                and broker_id not in state.isr
+                and state.leader >= 0
+                and state.leader != broker_id
+            )
+        )

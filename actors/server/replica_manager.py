@@ -110,14 +110,15 @@ class HostedPartitions:
         log_manager: LogManager,
         coordinator: Coordinator,
         metadata: MetadataCache,
-        topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]] | None = None,
+        topic_config: Callable[[str], tuple[TopicPolicy, LogConfig]],
         state_changes: StateChangeLog | None = None,
         group_coordinator: ActorRef | None = None,
         follower_quota: ReplicationQuota | None = None,
     ) -> None:
         """``group_coordinator``: the node's ``group-coordinator`` actor, told of leadership changes
         of ``__consumer_offsets`` partitions (rule 6); None where no coordinator runs (tests).
-        ``follower_quota``: the broker's follower replication quota, shared by its fetchers."""
+        ``follower_quota``: the broker's follower replication quota, shared by its fetchers.
+        ``topic_config``: each topic's settings (the broker's ``topic_settings.py``)."""
         self.config = config
         self.group_coordinator = group_coordinator
         self.broker_id = config.broker_id
@@ -182,7 +183,7 @@ class HostedPartitions:
             error = self._delete_unhosted_log(ctx, tp)
             if error is not ErrorCode.NONE:
                 return error
-        policy, log_config = self._topic_settings(tp.topic)
+        policy, log_config = self._topic_config(tp.topic)
         if state.leader == self.broker_id:
             hosted = self._host(ctx, tp, state, BecomeLeader(state, policy, log_config))
             self._remove_from_fetcher(ctx, tp, hosted)
@@ -244,11 +245,6 @@ class HostedPartitions:
         hosted.leader_epoch = state.leader_epoch
         hosted.leader = state.leader
         return hosted
-
-    def _topic_settings(self, topic: str) -> tuple[TopicPolicy, LogConfig]:
-        if self._topic_config is not None:
-            return self._topic_config(topic)
-        return self.config.topic_policy(), self.log_manager.config_for(topic)
 
     def _remove_from_fetcher(self, ctx: Context[Any], tp: TopicPartition, hosted: HostedPartition) -> None:
         key = hosted.fetcher
