@@ -33,7 +33,7 @@ import itertools
 from collections import deque
 from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass
-from typing import Any, ClassVar, TypeAlias, assert_never
+from typing import Any, TypeAlias, assert_never
 
 from actors.common.errors import ErrorCode
 from actors.common.names import broker_node, broker_ref
@@ -85,8 +85,9 @@ _DELETION_RETRY_MS = 5_000
 # ------------------------------------------------------------------------------------- events
 
 
-# One dataclass per kind of event; ``name`` is Kafka's event name (the processing-time metric's
-# label). Every event knows when it was queued; only the requests carry a requester.
+# One dataclass per kind of event, named as Kafka's ControllerEvent (the name labels the
+# processing-time metric). Every event knows when it was queued; only the requests carry a
+# requester.
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -96,47 +97,46 @@ class _Queued:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Elect(_Queued):
-    name: ClassVar[str] = "Elect"
+    """/controller changed, a new session, or a resignation: compete (or check we still hold it)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class BrokerChange(_Queued):
-    name: ClassVar[str] = "BrokerChange"
+    """The children of /brokers/ids changed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicChange(_Queued):
-    name: ClassVar[str] = "TopicChange"
+    """The children of /brokers/topics changed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicDeletion(_Queued):
-    name: ClassVar[str] = "TopicDeletion"
+    """The children of /admin/delete_topics changed (or a deletion retry is due)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IsrChangeNotification(_Queued):
-    name: ClassVar[str] = "IsrChangeNotification"
+    """A broker wrote an ISR change notification."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PreferredReplicaLeaderElection(_Queued):
-    name: ClassVar[str] = "PreferredReplicaLeaderElection"
+    """/admin/preferred_replica_election was written."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AutoPreferredReplicaLeaderElection(_Queued):
-    name: ClassVar[str] = "AutoPreferredReplicaLeaderElection"
+    """The periodic imbalance check is due."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ZkPartitionReassignment(_Queued):
-    name: ClassVar[str] = "ZkPartitionReassignment"
+    """/admin/reassign_partitions was created."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PartitionModifications(_Queued):
-    name: ClassVar[str] = "PartitionModifications"
     topic: str
 
 
@@ -144,13 +144,11 @@ class PartitionModifications(_Queued):
 class PartitionReassignmentIsrChange(_Queued):
     """The state znode of a reassigning partition changed."""
 
-    name: ClassVar[str] = "PartitionReassignmentIsrChange"
     tp: TopicPartition
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TopicUncleanLeaderElectionEnable(_Queued):
-    name: ClassVar[str] = "TopicUncleanLeaderElectionEnable"
     topic: str
 
 
@@ -158,7 +156,6 @@ class TopicUncleanLeaderElectionEnable(_Queued):
 class TopicDeletionStopReplicaResponseReceived(_Queued):
     """A StopReplica(delete) answer: the broker, the partitions asked, those that failed."""
 
-    name: ClassVar[str] = "TopicDeletionStopReplicaResponseReceived"
     broker_id: BrokerId
     partitions: tuple[TopicPartition, ...]
     failed: frozenset[TopicPartition]
@@ -166,7 +163,6 @@ class TopicDeletionStopReplicaResponseReceived(_Queued):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ControlledShutdown(_Queued):
-    name: ClassVar[str] = "ControlledShutdown"
     requester: Requester | None
     request: ControlledShutdownRequest
 
@@ -175,21 +171,18 @@ class ControlledShutdown(_Queued):
 class ReplicaLeaderElection(_Queued):
     """An admin request relayed by a broker's admin actor (its script returns the response)."""
 
-    name: ClassVar[str] = "ReplicaLeaderElection"
     requester: Requester | None
     request: ElectLeadersRequest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ApiPartitionReassignment(_Queued):
-    name: ClassVar[str] = "ApiPartitionReassignment"
     requester: Requester | None
     request: AlterPartitionReassignmentsRequest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ListPartitionReassignments(_Queued):
-    name: ClassVar[str] = "ListPartitionReassignments"
     requester: Requester | None
     request: ListPartitionReassignmentsRequest
 
@@ -242,6 +235,10 @@ def _watch_event(kind: WatchKind, path: str, now_ns: int) -> _Event:
     if kind is WatchKind.PARTITION_REASSIGNMENT_ISR_CHANGE:
         return PartitionReassignmentIsrChange(enqueued_ns=now_ns, tp=_state_path_partition(path))
     return _WATCH_EVENTS[kind](enqueued_ns=now_ns)
+
+
+def _event_name(event: _Event) -> str:
+    return type(event).__name__
 
 
 def _requester_of(event: _Event) -> Requester | None:
@@ -628,7 +625,9 @@ class ControllerActor(Actor[ControllerMessage]):
             case ConnectionLossError() | SessionExpiredError():
                 self._retry_later(ctx, running, error)
             case _:
-                ctx.log.error("controller event %s failed: resigning", running.event.name, exc_info=error)
+                ctx.log.error(
+                    "controller event %s failed: resigning", _event_name(running.event), exc_info=error
+                )
                 self._resign_and_reelect(ctx)
 
     def _watch_message(self, kind: Hashable) -> Callable[[WatchEvent], _WatchFired]:
@@ -644,7 +643,7 @@ class ControllerActor(Actor[ControllerMessage]):
 
     def _finish(self, ctx: Context[ControllerMessage], running: _Running, result: object) -> None:
         self.running = None
-        kind = running.event.name
+        kind = _event_name(running.event)
         histogram = self.processing_seconds.get(kind)
         if histogram is None:
             histogram = self.processing_seconds[kind] = Histogram()
@@ -680,7 +679,7 @@ class ControllerActor(Actor[ControllerMessage]):
     def _retry_later(self, ctx: Context[ControllerMessage], running: _Running, error: Exception) -> None:
         ctx.log.warning(
             "controller event %s lost its ZooKeeper connection (%s); retrying",
-            running.event.name,
+            _event_name(running.event),
             error,
         )
         self.running = None
