@@ -30,25 +30,19 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any, TypeAlias, assert_never
 
-from actors.common.errors import ErrorCode
 from actors.common.names import (
     REGISTRATION_ACTOR_NAME,
     TOPIC_CONFIGS_ACTOR_NAME,
-    broker_node,
 )
 from actors.common.protocol import (
     FetchRequest,
     LeaderAndIsrRequest,
-    LeaderAndIsrResponse,
     ListOffsetsRequest,
     MetadataRequest,
     OffsetsForLeaderEpochRequest,
-    PartitionError,
     ProduceRequest,
     StopReplicaRequest,
-    StopReplicaResponse,
     UpdateMetadataRequest,
-    UpdateMetadataResponse,
 )
 from actors.group.coordinator_actor import GroupCoordinatorStarted
 from actors.server import zk_data
@@ -62,16 +56,17 @@ from actors.server.broker_tasks import (
     PropagationDone,
     PropagationTick,
     RetentionTick,
+    TaskMessage,
 )
 from actors.server.config import BrokerConfig, TopicPolicy
 from actors.server.controller_gate import (
     ControllerRead,
-    ControllerRequest,
     ControllerRequestGate,
+    GateMessage,
     ReadControllerAgain,
     TopicConfigsReady,
-    answer,
 )
+from actors.server.controller_requests import ControllerRequestHandler
 from actors.server.fetch_purgatory import FetchExpired
 from actors.server.metadata_cache import MetadataCache
 from actors.server.registration import (
@@ -102,7 +97,6 @@ from runtime.actor import Actor
 from runtime.context import Context
 from runtime.coordination.base import Coordinator
 from runtime.histogram import Histogram
-from runtime.messages import Requester
 from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
 from runtime.storage.log_manager import LogManager
@@ -110,9 +104,6 @@ from runtime.supervision import SupervisorStrategy
 from runtime.transport.addresses import AddressBook
 
 __all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
-
-
-# ------------------------------------------------------------------------------ private messages
 
 
 BrokerMessage: TypeAlias = (
@@ -132,15 +123,8 @@ BrokerMessage: TypeAlias = (
     | BrokerRegistrationFailed
     | PartitionReply
     | FetchExpired
-    | IsrExpirationTick
-    | PropagationTick
-    | PropagationDone
-    | ControllerRead
-    | ReadControllerAgain
-    | CheckpointTick
-    | CheckpointDone
-    | RetentionTick
-    | FlushTick
+    | TaskMessage
+    | GateMessage
     | TopicConfigsReady
     | TopicConfigChanged
     | BrokerConfigChanged
@@ -190,16 +174,22 @@ class BrokerActor(Actor[BrokerMessage]):
         self.log_manager = log_manager
         self.coordinator = coordinator
         self.registration = registration
-        self.address_book = address_book
+        self.registered = False
+        self.has_current_metadata = False
+        self.state = BrokerState.STARTING
+        self.zookeeper_expires_total = 0
+        self.zookeeper_disconnects_total = 0
+        self._registration_ref: ActorRef | None = None
+        self._last_now_ms = 0
         self.metadata = MetadataCache()
         self.metadata.cluster_id = cluster_id
-        # The replication quotas (docs/replication-quotas.md): the leader side is applied here
-        # on follower fetches; the follower side is shared with this node's replica fetchers.
+        self.request_metrics = RequestMetrics()
+        # The replication quotas (docs/replication-quotas.md): the leader side is applied on
+        # follower fetches (request_fanout.py); the follower side is shared with the fetchers.
         self.quotas = ReplicationQuotas(config.broker_id)
         self.topic_settings = TopicSettings(
             config=config, log_manager=log_manager, quotas=self.quotas, fixed=topic_config
         )
-        self._last_now_ms = 0
         self.hosted = HostedPartitions(
             config=config,
             log_manager=log_manager,
@@ -210,7 +200,6 @@ class BrokerActor(Actor[BrokerMessage]):
             group_coordinator=group_coordinator,
             follower_quota=self.quotas.follower,
         )
-        self.request_metrics = RequestMetrics()
         self.requests = RequestFanOut(
             config=config,
             hosted=self.hosted,
@@ -218,23 +207,7 @@ class BrokerActor(Actor[BrokerMessage]):
             leader_quota=self.quotas.leader,
             request_metrics=self.request_metrics,
         )
-        self.state_changes = state_changes
-        self.gate = ControllerRequestGate(
-            coordinator=coordinator,
-            request_timeout_ms=config.request_timeout_ms,
-            request_metrics=self.request_metrics,
-            missing_topic_configs=self.topic_settings.missing,
-            apply=self._apply_controller_request,
-        )
         self.auto_creation = TopicAutoCreation(config=config, metadata=self.metadata)
-        self.deletions = ReplicaDeletions(
-            hosted=self.hosted,
-            request_timeout_ms=config.request_timeout_ms,
-            request_metrics=self.request_metrics,
-        )
-        self.registered = False
-        self.has_current_metadata = False
-        self.state = BrokerState.STARTING
         self.tasks = BrokerTasks(
             config=config,
             log_manager=log_manager,
@@ -242,9 +215,29 @@ class BrokerActor(Actor[BrokerMessage]):
             hosted=self.hosted,
             state_changes=state_changes,
         )
-        self.zookeeper_expires_total = 0
-        self.zookeeper_disconnects_total = 0
-        self._registration_ref: ActorRef | None = None
+        timeout_ms = config.request_timeout_ms
+        self.deletions = ReplicaDeletions(
+            hosted=self.hosted, request_timeout_ms=timeout_ms, request_metrics=self.request_metrics
+        )
+        self.controller_requests = ControllerRequestHandler(
+            broker_id=config.broker_id,
+            hosted=self.hosted,
+            metadata=self.metadata,
+            address_book=address_book,
+            tasks=self.tasks,
+            deletions=self.deletions,
+            topic_settings=self.topic_settings,
+            request_metrics=self.request_metrics,
+            registered=lambda: self.registered,
+            seen_by_controller=self._seen_by_controller,
+        )
+        self.gate = ControllerRequestGate(
+            coordinator=coordinator,
+            request_timeout_ms=timeout_ms,
+            request_metrics=self.request_metrics,
+            missing_topic_configs=self.topic_settings.missing,
+            apply=self.controller_requests.apply,
+        )
 
     @property
     def controller_epoch(self) -> int:
@@ -306,7 +299,7 @@ class BrokerActor(Actor[BrokerMessage]):
             case ProduceRequest() | FetchRequest() | ListOffsetsRequest() | OffsetsForLeaderEpochRequest():
                 self.requests.start(ctx, message)
             case MetadataRequest():
-                self._count_request(ctx, "Metadata", ctx.now_ns)
+                self.request_metrics.count_request("Metadata", 0)
                 ctx.reply(self.auto_creation.metadata_response(ctx, message))
             case LeaderAndIsrRequest() | UpdateMetadataRequest() | StopReplicaRequest():
                 self.gate.hold(ctx, message)
@@ -338,14 +331,13 @@ class BrokerActor(Actor[BrokerMessage]):
                 | FlushTick()
             ):
                 self.tasks.receive(ctx, message)
-            case ControllerRead():
-                self.gate.controller_read(ctx, message)
-            case ReadControllerAgain():
-                self.gate.release(ctx)
+            case ControllerRead() | ReadControllerAgain():
+                self.gate.receive(ctx, message)
             case AutoCreated():
                 self.auto_creation.created(message)
             case TopicConfigsReady():
-                self._on_topic_configs_ready(ctx, message)
+                self.topic_settings.read(ctx, message)
+                self.gate.topic_configs_read(ctx)
             case PartitionDeleted():
                 self.deletions.partition_deleted(ctx, message)
             case GroupCoordinatorStarted():
@@ -360,113 +352,19 @@ class BrokerActor(Actor[BrokerMessage]):
             case _:
                 assert_never(message)
 
-    # ---------------------------------------------------------------------- request plumbing
-
-    def _count_request(self, ctx: Context[BrokerMessage], kind: str, started_ns: int) -> None:
-        self.request_metrics.count_request(kind, ctx.now_ns - started_ns)
-
-    def _count_error(self, kind: str, error: ErrorCode) -> None:
-        self.request_metrics.count_error(kind, error)
-
-    # -------------------------------------------------------------------- controller requests
-
-    def _apply_controller_request(
-        self, ctx: Context[Any], request: ControllerRequest, requester: Requester | None, started: int
-    ) -> None:
-        match request:
-            case LeaderAndIsrRequest():
-                self._apply_leader_and_isr(ctx, request, requester, started)
-            case UpdateMetadataRequest():
-                self._apply_update_metadata(ctx, request, requester, started)
-            case StopReplicaRequest():
-                self._apply_stop_replica(ctx, request, requester, started)
-            case _:
-                assert_never(request)
-
-    def _on_topic_configs_ready(self, ctx: Context[BrokerMessage], message: TopicConfigsReady) -> None:
-        if message.loaded is None:
-            ctx.log.warning("topic configs not read yet; LeaderAndIsr waits and asks again")
-        else:
-            self.topic_settings.loaded(message.loaded)
-        self.gate.topic_configs_read(ctx)
-
-    def _apply_leader_and_isr(
-        self,
-        ctx: Context[BrokerMessage],
-        request: LeaderAndIsrRequest,
-        requester: Requester | None,
-        started: int,
-    ) -> None:
-        for endpoint in request.live_leaders:
-            self.metadata.add_live_broker(endpoint)
-            self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
-        errors = [
-            PartitionError(
-                topic=state.topic,
-                partition=state.partition,
-                error_code=self.hosted.apply(ctx, state),
-            )
-            for state in request.partition_states
-        ]
-        self.hosted.stop_idle_fetchers(ctx)
-        self.tasks.leader_and_isr_handled(ctx)
-        answer(ctx, requester, LeaderAndIsrResponse(error_code=ErrorCode.NONE, partitions=tuple(errors)))
-        self._count_request(ctx, "LeaderAndIsr", started)
-
-    def _apply_update_metadata(
-        self,
-        ctx: Context[BrokerMessage],
-        request: UpdateMetadataRequest,
-        requester: Requester | None,
-        started: int,
-    ) -> None:
-        self.metadata.update(request)
-        if self.registered and any(b.broker_id == self.broker_id for b in request.live_brokers):
-            # The controller has seen this incarnation: the cache now describes the cluster as it
-            # is with this broker in it (what readiness may trust).
-            self.has_current_metadata = True
-            if self.registration.unclean_start:
-                # ... and so handled its unclean start: a re-registration after a session expiry is
-                # no restart a later controller must treat as a bounce (docs/controller.md §2).
-                self.registration = dataclasses.replace(self.registration, unclean_start=False)
-                self.log_manager.mark_seen()
-                if self._registration_ref is not None:
-                    ctx.tell(self._registration_ref, RestartSeen())
-        for endpoint in request.live_brokers:
-            self.address_book.set(broker_node(endpoint.broker_id), endpoint.url)
-        answer(ctx, requester, UpdateMetadataResponse(error_code=ErrorCode.NONE))
-        self._count_request(ctx, "UpdateMetadata", started)
-
-    def _apply_stop_replica(
-        self,
-        ctx: Context[BrokerMessage],
-        request: StopReplicaRequest,
-        requester: Requester | None,
-        started: int,
-    ) -> None:
-        if request.delete_partitions:
-            for tp in request.partitions:
-                # A topic deleted (and maybe created again) must not keep its old overrides.
-                self.topic_settings.forget(tp.topic)
-            self.deletions.start(ctx, request, requester, started)
-            return
-        for tp in request.partitions:
-            self.hosted.stop(ctx, tp)
-        self.hosted.stop_idle_fetchers(ctx)
-        answer(
-            ctx,
-            requester,
-            StopReplicaResponse(
-                error_code=ErrorCode.NONE,
-                partitions=tuple(
-                    PartitionError(topic=tp.topic, partition=tp.partition, error_code=ErrorCode.NONE)
-                    for tp in request.partitions
-                ),
-            ),
-        )
-        self._count_request(ctx, "StopReplica", started)
-
     # --------------------------------------------------------------------------- registration
+
+    def _seen_by_controller(self, ctx: Context[Any]) -> None:
+        """The controller has seen this incarnation: the cache now describes the cluster as it is
+        with this broker in it (what readiness may trust)."""
+        self.has_current_metadata = True
+        if self.registration.unclean_start:
+            # ... and so handled its unclean start: a re-registration after a session expiry is
+            # no restart a later controller must treat as a bounce (docs/controller.md §2).
+            self.registration = dataclasses.replace(self.registration, unclean_start=False)
+            self.log_manager.mark_seen()
+            if self._registration_ref is not None:
+                ctx.tell(self._registration_ref, RestartSeen())
 
     def _on_registered(self, ctx: Context[BrokerMessage], message: BrokerRegistered) -> None:
         self.registered = True

@@ -54,6 +54,7 @@ __all__ = [
     "ControllerRead",
     "ControllerRequest",
     "ControllerRequestGate",
+    "GateMessage",
     "ReadControllerAgain",
     "TopicConfigsReady",
     "answer",
@@ -85,6 +86,9 @@ class TopicConfigsReady:
     """The topic-configs actor's answer (None: it failed; the held requests wait for a retry)."""
 
     loaded: TopicConfigsLoaded | None
+
+
+GateMessage: TypeAlias = ControllerRead | ReadControllerAgain
 
 
 def answer(ctx: Context[Any], requester: Requester | None, response: object) -> None:
@@ -235,7 +239,16 @@ class ControllerRequestGate:
             ctx.pipe_to_self(read, lambda result: result, lambda error: ControllerRead(0, None, error))
         return None
 
-    def controller_read(self, ctx: Context[Any], message: ControllerRead) -> None:
+    def receive(self, ctx: Context[Any], message: GateMessage) -> None:
+        match message:
+            case ControllerRead():
+                self._controller_read(ctx, message)
+            case ReadControllerAgain():
+                self.release(ctx)
+            case _:
+                assert_never(message)
+
+    def _controller_read(self, ctx: Context[Any], message: ControllerRead) -> None:
         self._reading_controller = False
         if message.error is not None:
             ctx.log.warning("cannot read the controller from ZooKeeper (%s); retrying", message.error)

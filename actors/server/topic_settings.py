@@ -23,10 +23,10 @@ from actors.common.names import CONTROLLER_ACTOR_NAME
 from actors.common.protocol import LeaderAndIsrRequest
 from actors.controller.controller import EnableTopicUncleanLeaderElection
 from actors.server.config import BrokerConfig, TopicPolicy
-from actors.server.controller_gate import ControllerRequest
+from actors.server.controller_gate import ControllerRequest, TopicConfigsReady
 from actors.server.replica_manager import HostedPartitions
 from actors.server.replication_quota import ReplicationQuotas
-from actors.server.topic_config_manager import TopicConfigChanged, TopicConfigsLoaded
+from actors.server.topic_config_manager import TopicConfigChanged
 from runtime.context import Context
 from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
@@ -65,9 +65,13 @@ class TopicSettings:
             return []
         return sorted({s.topic for s in request.partition_states} - self.settings.keys())
 
-    def loaded(self, message: TopicConfigsLoaded) -> None:
-        self.settings.update(message.settings)
-        for topic, (_, log_config) in message.settings.items():
+    def read(self, ctx: Context[Any], message: TopicConfigsReady) -> None:
+        """The topic-configs actor's answer to the gate's ask (None: it failed)."""
+        if message.loaded is None:
+            ctx.log.warning("topic configs not read yet; LeaderAndIsr waits and asks again")
+            return
+        self.settings.update(message.loaded.settings)
+        for topic, (_, log_config) in message.loaded.settings.items():
             self._update_quotas(topic, log_config)
 
     def changed(self, ctx: Context[Any], hosted: HostedPartitions, message: TopicConfigChanged) -> None:
