@@ -3,8 +3,9 @@
 A Kafka request names many partitions; the broker asks each partition actor and gathers the
 answers (``PendingRequest``), then assembles the response in the request's partition order
 (``assemble_*``: Produce, Fetch, OffsetsForLeaderEpoch, ListOffsets). Fetches
-may be parked until data arrives (``FetchDecision``). Pure data and functions; the broker actor
-owns the timers and the replies.
+may be parked until data arrives (``FetchDecision``). Pure data and functions; the request
+fan-out (``request_fanout.py``) and the fetch purgatory (``fetch_purgatory.py``) own the asks, the
+timers and the replies.
 """
 
 from __future__ import annotations
