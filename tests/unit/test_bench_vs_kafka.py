@@ -20,6 +20,8 @@ from ops.bench.vs_kafka import (
     QUICK,
     SIZES,
     WORKLOADS,
+    _sizes,
+    build_parser,
     consumer_row,
     main,
     producer_row,
@@ -281,6 +283,17 @@ def test_sizes_give_1_kib_a_quarter_and_the_idle_workload_its_own_count() -> Non
     assert QUICK.records < SIZES.records
     assert "read back by the consumer tool" in SIZES.describe(WORKLOADS["100B-1p-acksall"])
     assert "read back" not in SIZES.describe(WORKLOADS["100B-1p-acks1"])
+
+
+def test_the_warm_up_is_as_long_as_a_100_b_run_unless_told() -> None:
+    parser = build_parser()
+    assert _sizes(parser, parser.parse_args([])) == SIZES
+    assert SIZES.warmup_records == SIZES.records
+    assert _sizes(parser, parser.parse_args(["--quick"])) == QUICK
+    chosen = _sizes(parser, parser.parse_args(["--quick", "--records", "5000"]))
+    assert (chosen.records, chosen.warmup_records, chosen.idle_records) == (5000, 5000, QUICK.idle_records)
+    chosen = _sizes(parser, parser.parse_args(["--records", "5000", "--warmup-records", "0"]))
+    assert (chosen.records, chosen.warmup_records) == (5000, 0)
 
 
 @pytest.mark.parametrize(
