@@ -43,7 +43,8 @@ otherwise be charged to the first consume row.
 What is measured, per run: records/s, MB/s and avg/p50/p99/max latency from the tool's own final
 line (``ops/bench/perf_lines.py``), and CPU seconds per million records of each process (the
 client, each broker, ZooKeeper) from ``/proc/<pid>/stat`` before and after the run
-(``ops/bench/proc_cpu.py``; the client is charged its whole life, start-up included). One
+(``ops/bench/proc_cpu.py``, ``ops/bench/vs_kafka_runs.py``; the client is charged its whole life,
+start-up included; ``cluster up``'s own process, which only waits on its children, is not). One
 markdown table (``ops/bench/vs_kafka_table.py``) is printed with the date, the command and the
 machine, and written with a JSON twin to ``DIR/<UTC stamp>/`` (default ``build/bench-vs-kafka``)
 and to ``DIR/latest.md`` / ``DIR/latest.json``; every tool's stdout and stderr stay beside them in
@@ -66,10 +67,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import threading
 import time
-import warnings
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -77,10 +76,16 @@ from typing import Final, Literal
 
 import orjson
 
-from ops.bench.perf_lines import parse_consumer_summary, parse_producer_summary
-from ops.bench.proc_cpu import cpu_at_exit, cpu_used, sample
+from ops.bench.vs_kafka_runs import (
+    Target,
+    ToolOutcome,
+    TopicAdmin,
+    TopicAdminError,
+    consumer_row,
+    producer_row,
+    run_measured,
+)
 from ops.bench.vs_kafka_table import Row, RunInfo, render_markdown, to_json
-from ops.clients.connection import load_client_properties, resolve_credential
 from ops.local.apache_kafka import RealKafkaCluster, RealKafkaStartError
 from ops.local.cluster import ROOT
 from ops.local.cluster_up import ActorlogClusterUp, ActorlogStartError
@@ -94,10 +99,7 @@ from ops.local.kafka_tools import (
 from ops.local.zookeeper import ZooKeeperInstallation, ZooKeeperNotInstalledError, find_installation
 from ops.properties import ConfigError
 
-__all__ = [
-    "QUICK", "SIZES", "WORKLOADS", "Sizes", "ToolOutcome", "Workload", "consumer_row", "main", "producer_row",
-    "run_measured", "select_workloads",
-]  # fmt: skip
+__all__ = ["QUICK", "SIZES", "WORKLOADS", "Sizes", "Workload", "build_parser", "main", "select_workloads"]
 
 ACTORLOG: Final = "actorlog"
 BROKERS: Final = 3
@@ -198,137 +200,6 @@ def select_workloads(spec: str) -> list[Workload]:
     return [workload for name, workload in WORKLOADS.items() if name in chosen]
 
 
-# --------------------------------------------------------------------------- a cluster, measured
-
-
-@dataclass(frozen=True, slots=True)
-class Target:
-    """A running cluster as the bench drives it."""
-
-    system: str
-    kafka_bootstrap: str
-    client_properties: Path
-    http_bootstrap: str | None  # actorlog's own clients' listeners; None on Kafka
-    processes: Callable[[], dict[str, int]]  # process label -> pid (brokers, ZooKeeper)
-
-
-class TopicAdminError(RuntimeError):
-    """A topic could not be created or deleted; the message says which and why."""
-
-
-class TopicAdmin:
-    """kafka-python's admin client over the cluster's Kafka listener, as the client user."""
-
-    def __init__(self, target: Target) -> None:
-        with warnings.catch_warnings():
-            # kafka-python 3.0 loads its protocol schemas with the deprecated importlib.resources.read_text.
-            warnings.simplefilter("ignore", DeprecationWarning)
-            from kafka import KafkaAdminClient
-            from kafka.errors import KafkaError
-
-        properties = load_client_properties(target.client_properties)
-        credential = resolve_credential(properties)
-        try:
-            self._client = KafkaAdminClient(
-                bootstrap_servers=target.kafka_bootstrap.split(","),
-                security_protocol=properties.get("security.protocol", "SASL_PLAINTEXT"),
-                sasl_mechanism=properties.get("sasl.mechanism", "SCRAM-SHA-256"),
-                sasl_plain_username=credential.username,
-                sasl_plain_password=credential.password,
-                client_id="bench-vs-kafka",
-            )
-        except KafkaError as error:
-            raise TopicAdminError(f"no admin connection to {target.kafka_bootstrap}: {error}") from error
-
-    def create(self, topic: str, partitions: int) -> None:
-        """Created, and every partition has a leader (kafka-python waits on the metadata)."""
-        from kafka.errors import KafkaError
-
-        try:
-            self._client.create_topics(
-                {
-                    topic: {
-                        "num_partitions": partitions,
-                        "replication_factor": BROKERS,
-                        "configs": {"min.insync.replicas": "2"},
-                    }
-                },
-                wait_for_metadata=True,
-            )
-        except KafkaError as error:
-            raise TopicAdminError(f"could not create topic {topic}: {error}") from error
-
-    def delete(self, topic: str) -> None:
-        """Gone before the next run: a follower fetches every partition it follows, so topics left
-        behind would make each later run dearer (on actorlog, which has no fetch sessions, more so)."""
-        from kafka.errors import KafkaError
-
-        try:
-            self._client.delete_topics([topic])
-        except KafkaError as error:
-            raise TopicAdminError(f"could not delete topic {topic}: {error}") from error
-
-    def close(self) -> None:
-        self._client.close()
-
-
-@dataclass(frozen=True, slots=True)
-class ToolOutcome:
-    argv: tuple[str, ...]
-    returncode: int | None  # None: killed at its timeout
-    stdout: str
-    stderr: str
-    cpu_s: dict[str, float | None]
-    output: Path  # where stdout and stderr were kept (.out / .err)
-
-    def failure(self) -> str | None:
-        if self.returncode == 0:
-            return None
-        how = "timed out (killed)" if self.returncode is None else f"exit code {self.returncode}"
-        last = [line for line in self.stderr.splitlines() if line.strip()][-1:]
-        return f"{how}{': ' + last[0].strip() if last else ''} (output in {self.output}.err)"
-
-
-def run_measured(
-    argv: Sequence[str], *, name: str, watched: Mapping[str, int], timeout_s: float, logs: Path
-) -> ToolOutcome:
-    """Run one tool to its end, charging CPU to it and to every watched process (module docstring)."""
-    output = logs / name
-    before = sample(watched)
-    killed = threading.Event()
-
-    def kill() -> None:
-        killed.set()
-        process.kill()
-
-    with _with(output, ".out").open("wb") as stdout, _with(output, ".err").open("wb") as stderr:
-        process = subprocess.Popen(
-            list(argv),
-            stdin=subprocess.DEVNULL,
-            stdout=stdout,
-            stderr=stderr,
-            cwd=ROOT,
-            env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )
-        timer = threading.Timer(timeout_s, kill)
-        timer.daemon = True
-        timer.start()
-        try:
-            client_s = cpu_at_exit(process)
-        finally:
-            timer.cancel()
-    used = cpu_used(before, sample(watched))
-    used["client"] = client_s
-    return ToolOutcome(
-        argv=tuple(argv),
-        returncode=None if killed.is_set() else process.returncode,
-        stdout=_with(output, ".out").read_text(errors="replace"),
-        stderr=_with(output, ".err").read_text(errors="replace"),
-        cpu_s=used,
-        output=output,
-    )
-
-
 # ------------------------------------------------------------------------------------ the bench
 
 
@@ -420,12 +291,12 @@ class Bench:
     def _warm_up(self, target: Target, admin: TopicAdmin) -> None:
         if self.sizes.warmup_records == 0:
             return
-        admin.create(_WARMUP_TOPIC, _WARMUP_PARTITIONS)
+        admin.create(_WARMUP_TOPIC, _WARMUP_PARTITIONS, replication_factor=BROKERS)
         warmup = Workload("warm-up", 100, _WARMUP_PARTITIONS, "all")
         records = self.sizes.warmup_records
         for index, (tool, slug) in enumerate(self._producers(target)):
             outcome = self._produce(target, tool, _WARMUP_TOPIC, warmup, records, slug)
-            self._report(producer_row(warmup, target.system, tool, records, outcome))
+            self._report(producer_row(warmup.name, target.system, tool, records, outcome))
             if index == 0:
                 # Kafka's first consumer group also creates __consumer_offsets (50 partitions, RF 3):
                 # a cost of the first run only, paid here rather than charged to a workload.
@@ -438,7 +309,7 @@ class Bench:
         for index, (tool, slug) in enumerate(self._producers(target)):
             topic = f"vs-{workload.name}-{slug}"
             try:
-                admin.create(topic, workload.partitions)
+                admin.create(topic, workload.partitions, replication_factor=BROKERS)
             except TopicAdminError as error:
                 row = Row(
                     workload=workload.name, system=target.system, tool=tool, kind="produce", error=str(error)
@@ -447,7 +318,7 @@ class Bench:
                 rows.append(row)
                 continue
             outcome = self._produce(target, tool, topic, workload, records, slug)
-            row = producer_row(workload, target.system, tool, records, outcome)
+            row = producer_row(workload.name, target.system, tool, records, outcome)
             self._report(row)
             rows.append(row)
             if index == 0 and workload.consumes and row.error is None:
@@ -515,59 +386,11 @@ class Bench:
             timeout_s=_TOOL_TIMEOUT_BASE_S + records / _TOOL_SLOWEST_RATE,
             logs=self.logs,
         )
-        return consumer_row(workload, target.system, tool, records, outcome)
-
-
-def _with(path: Path, extension: str) -> Path:
-    """``path`` + ``extension``: the names hold dots (``Kafka_3.9.2-...``), so no ``with_suffix``."""
-    return path.with_name(path.name + extension)
+        return consumer_row(workload.name, target.system, tool, records, outcome)
 
 
 def _file_name(system: str, workload: str, slug: str) -> str:
     return "-".join(part.replace(" ", "_") for part in (system, workload, slug))
-
-
-def producer_row(workload: Workload, system: str, tool: str, expected: int, outcome: ToolOutcome) -> Row:
-    base = Row(workload=workload.name, system=system, tool=tool, kind="produce", cpu_s=outcome.cpu_s)
-    summary = parse_producer_summary(outcome.stdout)
-    failure = outcome.failure()
-    if summary is None:
-        return replace(base, error=failure or f"no final line in its output ({outcome.output}.out)")
-    if failure is None and summary.records != expected:
-        failure = f"{summary.records:,} of {expected:,} records acknowledged"
-    return replace(
-        base,
-        records=summary.records,
-        records_per_s=summary.records_per_s,
-        mb_per_s=summary.mb_per_s,
-        avg_ms=summary.avg_latency_ms,
-        p50_ms=summary.p50_ms,
-        p99_ms=summary.p99_ms,
-        max_ms=summary.max_latency_ms,
-        line=summary.line,
-        error=failure,
-    )
-
-
-def consumer_row(workload: Workload, system: str, tool: str, expected: int, outcome: ToolOutcome) -> Row:
-    base = Row(workload=workload.name, system=system, tool=tool, kind="consume", cpu_s=outcome.cpu_s)
-    try:
-        summary = parse_consumer_summary(outcome.stdout)
-    except ValueError as error:
-        return replace(base, error=str(error))
-    failure = outcome.failure()
-    if summary is None:
-        return replace(base, error=failure or f"no result line in its output ({outcome.output}.out)")
-    if failure is None and summary.records < expected:
-        failure = f"{summary.records:,} of {expected:,} records read"
-    return replace(
-        base,
-        records=summary.records,
-        records_per_s=summary.records_per_s,
-        mb_per_s=summary.mb_per_s,
-        line=summary.line,
-        error=failure,
-    )
 
 
 # ------------------------------------------------------------------------------- run description

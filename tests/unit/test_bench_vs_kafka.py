@@ -1,4 +1,4 @@
-"""The pure parts of ``make bench-vs-kafka`` (ops/bench/vs_kafka.py): reading the perf tools' final
+"""The pure parts of ``make bench-vs-kafka`` (ops/bench/vs_kafka*.py): reading the perf tools' final
 lines, CPU accounting from /proc stat lines, the table, the workload choice, and a measured run of
 a stand-in tool (a real child process, so the CPU charged to it is real)."""
 
@@ -22,12 +22,10 @@ from ops.bench.vs_kafka import (
     WORKLOADS,
     _sizes,
     build_parser,
-    consumer_row,
     main,
-    producer_row,
-    run_measured,
     select_workloads,
 )
+from ops.bench.vs_kafka_runs import consumer_row, producer_row, run_measured
 from ops.bench.vs_kafka_table import PROCESSES, Row, RunInfo, markdown_table, render_markdown, to_json, versus
 from ops.cli.perf import HEADER, ConsumerPerfResult, ProducerPerfStats, kafka_date
 
@@ -332,11 +330,11 @@ def test_a_measured_producer_run_becomes_a_row_with_its_cpu(tmp_path: Path) -> N
     assert outcome.cpu_s["client"] is not None
     assert outcome.cpu_s["client"] > 0
     assert outcome.cpu_s["broker 1"] is not None
-    row = producer_row(WORKLOADS["100B-1p-acksall"], "Kafka 3.9.2", "ProducerPerformance", 2000, outcome)
+    row = producer_row("100B-1p-acksall", "Kafka 3.9.2", "ProducerPerformance", 2000, outcome)
     assert row.error is None
     assert (row.records, row.records_per_s, row.p99_ms, row.max_ms) == (2000, 1563.721658, 304, 1167.0)
     assert row.cpu_per_million("client") == pytest.approx(outcome.cpu_s["client"] / 2000 * 1e6)
-    short = producer_row(WORKLOADS["100B-1p-acksall"], "Kafka 3.9.2", "ProducerPerformance", 3000, outcome)
+    short = producer_row("100B-1p-acksall", "Kafka 3.9.2", "ProducerPerformance", 3000, outcome)
     assert short.error == "2,000 of 3,000 records acknowledged"
 
 
@@ -344,7 +342,7 @@ def test_a_failed_or_stuck_tool_is_a_failed_row_saying_why(tmp_path: Path) -> No
     failing = tmp_path / "failing.py"
     failing.write_text("import sys\nprint('Error: topic gone', file=sys.stderr)\nsys.exit(1)\n")
     outcome = run_measured([sys.executable, str(failing)], name="a", watched={}, timeout_s=60, logs=tmp_path)
-    row = consumer_row(WORKLOADS["100B-1p-acksall"], "actorlog", "actorlog perf consume", 10, outcome)
+    row = consumer_row("100B-1p-acksall", "actorlog", "actorlog perf consume", 10, outcome)
     assert row.error is not None
     assert row.error.startswith("exit code 1: Error: topic gone (output in ")
     outcome = run_measured(
@@ -355,18 +353,14 @@ def test_a_failed_or_stuck_tool_is_a_failed_row_saying_why(tmp_path: Path) -> No
         logs=tmp_path,
     )
     assert outcome.returncode is None
-    row = producer_row(WORKLOADS["idle-acksall"], "actorlog", "ProducerPerformance", 10, outcome)
+    row = producer_row("idle-acksall", "actorlog", "ProducerPerformance", 10, outcome)
     assert row.error is not None
     assert row.error.startswith("timed out (killed)")
     good_consumer = run_measured(_stand_in_tool(tmp_path, KAFKA_CONSUMER_OUTPUT), name="c", watched={},
                                  timeout_s=60, logs=tmp_path)  # fmt: skip
-    row = consumer_row(
-        WORKLOADS["100B-1p-acksall"], "Kafka 3.9.2", "ConsumerPerformance", 2000, good_consumer
-    )
+    row = consumer_row("100B-1p-acksall", "Kafka 3.9.2", "ConsumerPerformance", 2000, good_consumer)
     assert row.error is None
     assert row.records_per_s == pytest.approx(17857.1429)
     assert row.avg_ms is None
-    more = consumer_row(
-        WORKLOADS["100B-1p-acksall"], "Kafka 3.9.2", "ConsumerPerformance", 2001, good_consumer
-    )
+    more = consumer_row("100B-1p-acksall", "Kafka 3.9.2", "ConsumerPerformance", 2001, good_consumer)
     assert more.error == "2,000 of 2,001 records read"
