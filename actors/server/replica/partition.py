@@ -103,7 +103,7 @@ from actors.server.replica.messages import (
 )
 from actors.server.replica.partition_state import LeaderAndIsr, PartitionState
 from actors.server.replica.purgatory import DelayedProduce, ProducePurgatory
-from actors.server.replica.state_store import conditional_isr_write
+from actors.server.replica.state_store import conditional_isr_write, read_partition_state
 from actors.server.replica.statistics import PartitionCounters, PartitionStatistics
 from actors.server.state_changes import StateChange, StateChangeLog
 from runtime.actor import Actor
@@ -442,14 +442,8 @@ class PartitionActor(Actor[PartitionMessage]):
     def _recover_leadership(self, ctx: Context[PartitionMessage]) -> None:
         self._recovery_generation += 1
         generation = self._recovery_generation
-        coordinator, path = self.coordinator, zk_data.partition_state_path(self.tp.topic, self.tp.partition)
-
-        async def read() -> tuple[zk_data.PartitionState, int]:
-            raw, stat = await coordinator.get(path)
-            return zk_data.decode_partition_state(raw, path=path), stat.version
-
         ctx.pipe_to_self(
-            read,
+            read_partition_state(self.coordinator, self.tp),
             lambda found: _ZkStateRead(generation, found),
             lambda error: _ZkStateRead(generation, None, f"{type(error).__name__}: {error}"),
         )
