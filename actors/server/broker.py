@@ -26,12 +26,10 @@ An I/O error on the log dir halts the broker. Statistics: ``broker_statistics.py
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
-from typing import Any, TypeAlias, assert_never
+from typing import TypeAlias, assert_never
 
 from actors.common.names import (
-    REGISTRATION_ACTOR_NAME,
     TOPIC_CONFIGS_ACTOR_NAME,
 )
 from actors.common.protocol import (
@@ -46,6 +44,7 @@ from actors.common.protocol import (
 )
 from actors.group.coordinator_actor import GroupCoordinatorStarted
 from actors.server import zk_data
+from actors.server.broker_registration import BrokerRegistrationState
 from actors.server.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
 from actors.server.broker_tasks import (
     BrokerTasks,
@@ -71,9 +70,7 @@ from actors.server.fetch_purgatory import FetchExpired
 from actors.server.metadata_cache import MetadataCache
 from actors.server.registration import (
     BrokerRegistered,
-    BrokerRegistrationActor,
     BrokerRegistrationFailed,
-    RestartSeen,
     SessionLost,
     SessionSuspended,
 )
@@ -173,13 +170,7 @@ class BrokerActor(Actor[BrokerMessage]):
         self.broker_id = config.broker_id
         self.log_manager = log_manager
         self.coordinator = coordinator
-        self.registration = registration
-        self.registered = False
-        self.has_current_metadata = False
         self.state = BrokerState.STARTING
-        self.zookeeper_expires_total = 0
-        self.zookeeper_disconnects_total = 0
-        self._registration_ref: ActorRef | None = None
         self._last_now_ms = 0
         self.metadata = MetadataCache()
         self.metadata.cluster_id = cluster_id
@@ -228,8 +219,8 @@ class BrokerActor(Actor[BrokerMessage]):
             deletions=self.deletions,
             topic_settings=self.topic_settings,
             request_metrics=self.request_metrics,
-            registered=lambda: self.registered,
-            seen_by_controller=self._seen_by_controller,
+            registered=lambda: self.registration.registered,
+            seen_by_controller=lambda ctx: self.registration.seen_by_controller(ctx),
         )
         self.gate = ControllerRequestGate(
             coordinator=coordinator,
@@ -238,6 +229,21 @@ class BrokerActor(Actor[BrokerMessage]):
             missing_topic_configs=self.topic_settings.missing,
             apply=self.controller_requests.apply,
         )
+        self.registration = BrokerRegistrationState(
+            coordinator=coordinator,
+            registration=registration,
+            log_manager=log_manager,
+            session_timeout_ms=config.zookeeper_session_timeout_ms,
+            on_registered=self.gate.registered,
+        )
+
+    @property
+    def registered(self) -> bool:
+        return self.registration.registered
+
+    @property
+    def has_current_metadata(self) -> bool:
+        return self.registration.has_current_metadata
 
     @property
     def controller_epoch(self) -> int:
@@ -266,15 +272,7 @@ class BrokerActor(Actor[BrokerMessage]):
                 ),
                 supervision=SupervisorStrategy.restart(),
             )
-        self._registration_ref = ctx.spawn(
-            REGISTRATION_ACTOR_NAME,
-            lambda: BrokerRegistrationActor(
-                self.coordinator,
-                self.registration,
-                session_timeout_ms=self.config.zookeeper_session_timeout_ms,
-                subscriber=ctx.self_ref,
-            ),
-        )
+        self.registration.start(ctx)
         self.tasks.start(ctx)
         self.state = BrokerState.RUNNING
 
@@ -307,16 +305,8 @@ class BrokerActor(Actor[BrokerMessage]):
                 self.tasks.isr_change_recorded(message.tp, ctx.now_ms)
             case PartitionChanged():
                 self.requests.purgatory.partition_changed(ctx, message)
-            case BrokerRegistered():
-                self._on_registered(ctx, message)
-            case SessionSuspended():
-                self.zookeeper_disconnects_total += 1
-            case SessionLost():
-                self._on_session_lost(ctx)
-            case BrokerRegistrationFailed():
-                # Alive but unregistered, the controller counts this broker dead while it keeps
-                # answering clients and followers: exit, so the supervisor starts it again.
-                ctx.halt_node(f"broker registration failed: {message.reason}")
+            case BrokerRegistered() | SessionSuspended() | SessionLost() | BrokerRegistrationFailed():
+                self.registration.receive(ctx, message)
             case PartitionReply():
                 self.requests.partition_replied(ctx, message)
             case FetchExpired():
@@ -352,33 +342,6 @@ class BrokerActor(Actor[BrokerMessage]):
             case _:
                 assert_never(message)
 
-    # --------------------------------------------------------------------------- registration
-
-    def _seen_by_controller(self, ctx: Context[Any]) -> None:
-        """The controller has seen this incarnation: the cache now describes the cluster as it is
-        with this broker in it (what readiness may trust)."""
-        self.has_current_metadata = True
-        if self.registration.unclean_start:
-            # ... and so handled its unclean start: a re-registration after a session expiry is
-            # no restart a later controller must treat as a bounce (docs/controller.md §2).
-            self.registration = dataclasses.replace(self.registration, unclean_start=False)
-            self.log_manager.mark_seen()
-            if self._registration_ref is not None:
-                ctx.tell(self._registration_ref, RestartSeen())
-
-    def _on_registered(self, ctx: Context[BrokerMessage], message: BrokerRegistered) -> None:
-        self.registered = True
-        ctx.log.info(
-            "registered in ZooKeeper as broker %d (broker epoch %d)", message.broker_id, message.broker_epoch
-        )
-        self.gate.registered(ctx, message.broker_epoch)
-
-    def _on_session_lost(self, ctx: Context[BrokerMessage]) -> None:
-        self.registered = False
-        self.has_current_metadata = False
-        self.zookeeper_expires_total += 1
-        ctx.log.warning("ZooKeeper session expired; the registration will be re-created")
-
     # ------------------------------------------------------------------------------ statistics
 
     def statistics(self, now_ms: int | None = None) -> BrokerStatistics:
@@ -390,7 +353,7 @@ class BrokerActor(Actor[BrokerMessage]):
             broker_id=self.broker_id,
             broker_state=self.state,
             broker_epoch=self.gate.broker_epoch,
-            registered=self.registered,
+            registered=self.registration.registered,
             controller_epoch=self.gate.controller_epoch,
             controller_id=self.metadata.controller_id,
             live_brokers=tuple(sorted(self.metadata.live_brokers)),
@@ -405,10 +368,10 @@ class BrokerActor(Actor[BrokerMessage]):
             request_durations={kind: h.snapshot() for kind, h in metrics.request_durations.items()},
             requests_total=dict(metrics.requests_total),
             request_errors_total=dict(metrics.request_errors_total),
-            zookeeper_expires_total=self.zookeeper_expires_total,
-            zookeeper_disconnects_total=self.zookeeper_disconnects_total,
+            zookeeper_expires_total=self.registration.zookeeper_expires_total,
+            zookeeper_disconnects_total=self.registration.zookeeper_disconnects_total,
             followed_out_of_isr=self.metadata.followed_out_of_isr(self.broker_id),
-            has_current_metadata=self.has_current_metadata,
+            has_current_metadata=self.registration.has_current_metadata,
             offline_log_directories=int(self.log_manager.offline_reason is not None),
             log_recovery_actions=self.log_manager.recovery_report.counts(),
             log_recovery_truncated_bytes=self.log_manager.recovery_report.truncated_bytes,
