@@ -1,5 +1,5 @@
-"""BrokerActor: a broker's front door. It routes each message to the object that owns its job,
-and applies the controller's requests that passed the gate to the hosted partitions.
+"""BrokerActor: a broker's front door. It only routes: each message goes to the object that owns
+its job, and the actor holds them together (their effects go out through its context).
 
 Collaborators (each "decides, records and tells" through this actor's context)
 -----------------------------------------------------------------------------
@@ -8,7 +8,8 @@ Collaborators (each "decides, records and tells" through this actor's context)
   fetches parked until data arrives, a follower's HW moves (KIP-392) or ``max_wait_ms`` passes.
 * ``controller_gate.py``: LeaderAndIsr, UpdateMetadata and StopReplica in arrival order, checked
   against ZooKeeper when their controller epoch is new, held while a new topic's config is read,
-  and fenced on controller and broker epoch (docs/security.md).
+  and fenced on controller and broker epoch (docs/security.md); ``controller_requests.py``
+  applies those that pass.
 * ``replica_manager.py``: the hosted partitions and their roles (``becomeLeaderOrFollower``,
   ``stopReplicas``) and the replica fetchers; ``replica_deletions.py``: StopReplica(delete)
   answered once every log is gone.
@@ -18,8 +19,9 @@ Collaborators (each "decides, records and tells" through this actor's context)
   ``replication_quota.py``: the leader and follower replication quotas, whose rates come from
   ``BrokerConfigChanged`` (docs/replication-quotas.md); ``topic_auto_creation.py``: Metadata, with
   ``auto.create.topics.enable``.
-* A ``BrokerRegistrationActor`` child keeps ``/brokers/ids/<id>`` registered across ZooKeeper
-  sessions and reports the broker epoch; a ``topic-configs`` child reads topic and broker configs.
+* ``broker_registration.py``: the registration kept by a ``BrokerRegistrationActor`` child across
+  ZooKeeper sessions, and whether the controller has seen it; a ``topic-configs`` child reads
+  topic and broker configs.
 
 An I/O error on the log dir halts the broker. Statistics: ``broker_statistics.py``.
 """
@@ -44,7 +46,7 @@ from actors.common.protocol import (
 )
 from actors.group.coordinator_actor import GroupCoordinatorStarted
 from actors.server import zk_data
-from actors.server.broker_registration import BrokerRegistrationState
+from actors.server.broker_registration import BrokerRegistrationState, RegistrationEvent
 from actors.server.broker_statistics import BrokerState, BrokerStatistics, RequestMetrics
 from actors.server.broker_tasks import (
     BrokerTasks,
@@ -60,6 +62,7 @@ from actors.server.broker_tasks import (
 from actors.server.config import BrokerConfig, TopicPolicy
 from actors.server.controller_gate import (
     ControllerRead,
+    ControllerRequest,
     ControllerRequestGate,
     GateMessage,
     ReadControllerAgain,
@@ -81,7 +84,7 @@ from actors.server.replica.messages import (
 from actors.server.replica_deletions import ReplicaDeletions
 from actors.server.replica_manager import HostedPartitions, PartitionDeleted
 from actors.server.replication_quota import ReplicationQuotas
-from actors.server.request_fanout import PartitionReply, RequestFanOut
+from actors.server.request_fanout import FanOutRequest, PartitionReply, RequestFanOut
 from actors.server.state_changes import StateChangeLog
 from actors.server.topic_auto_creation import AutoCreated, TopicAutoCreation
 from actors.server.topic_config_manager import (
@@ -104,20 +107,12 @@ __all__ = ["BrokerActor", "BrokerMessage", "BrokerState", "BrokerStatistics"]
 
 
 BrokerMessage: TypeAlias = (
-    ProduceRequest
-    | FetchRequest
-    | ListOffsetsRequest
-    | OffsetsForLeaderEpochRequest
+    FanOutRequest
     | MetadataRequest
-    | LeaderAndIsrRequest
-    | UpdateMetadataRequest
-    | StopReplicaRequest
+    | ControllerRequest
     | IsrChangeRecorded
     | PartitionChanged
-    | BrokerRegistered
-    | SessionSuspended
-    | SessionLost
-    | BrokerRegistrationFailed
+    | RegistrationEvent
     | PartitionReply
     | FetchExpired
     | TaskMessage
