@@ -39,7 +39,8 @@ from actors.server.replica.messages import MaybeFlush, MaybeShrinkIsr
 from actors.server.replica_manager import HostedPartitions
 from actors.server.state_changes import StateChange, StateChangeLog
 from runtime.context import Context
-from runtime.coordination.base import Coordinator, CreateResult
+from runtime.coordination.base import Coordinator
+from runtime.coordination.requests import ZkCreate, execute
 from runtime.storage.config import LONG_MAX
 from runtime.storage.log_manager import LogManager
 
@@ -216,13 +217,11 @@ class BrokerTasks:
         data = zk_data.encode_isr_change_notification(
             zk_data.TopicPartition(topic=tp.topic, partition=tp.partition) for tp in check.partitions
         )
+        # A request value, performed outside the actor (the handler never awaits).
+        notification = ZkCreate(zk_data.isr_change_notification_path(), data, sequential=True)
         coordinator = self._coordinator
-
-        async def write() -> CreateResult:
-            return await coordinator.create(zk_data.isr_change_notification_path(), data, sequential=True)
-
         ctx.pipe_to_self(
-            write,
+            lambda: execute(coordinator, notification),
             lambda _: PropagationDone(None, outcome, partitions),
             lambda error: PropagationDone(error, outcome, partitions),
         )

@@ -27,7 +27,7 @@ Effects go through the broker's context: this object decides, records and tells.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeAlias, assert_never
 
@@ -47,8 +47,10 @@ from actors.server.topic_config_manager import LoadTopicConfigs, TopicConfigsLoa
 from runtime.context import Context
 from runtime.coordination.base import Coordinator
 from runtime.coordination.errors import NoNodeError
+from runtime.coordination.requests import ZkGet, ZkRequest
 from runtime.messages import Requester
 from runtime.ref import ActorRef
+from runtime.scripts import perform_script
 
 __all__ = [
     "ControllerRead",
@@ -225,18 +227,11 @@ class ControllerRequestGate:
         if not self._reading_controller:
             self._reading_controller = True
             coordinator = self._coordinator
-
-            async def read() -> ControllerRead:
-                epoch = zk_data.decode_controller_epoch(
-                    (await coordinator.get(zk_data.CONTROLLER_EPOCH_PATH))[0]
-                )
-                try:
-                    data, _ = await coordinator.get(zk_data.CONTROLLER_PATH)
-                except NoNodeError:
-                    return ControllerRead(epoch, None)
-                return ControllerRead(epoch, zk_data.decode_controller(data).broker_id)
-
-            ctx.pipe_to_self(read, lambda result: result, lambda error: ControllerRead(0, None, error))
+            ctx.pipe_to_self(
+                lambda: perform_script(coordinator, _read_controller()),
+                lambda result: result,
+                lambda error: ControllerRead(0, None, error),
+            )
         return None
 
     def receive(self, ctx: Context[Any], message: GateMessage) -> None:
@@ -277,3 +272,15 @@ class ControllerRequestGate:
         self._metrics.count_error(kind, error)
         answer(ctx, requester, _refusal(request, error))
         self._metrics.count_request(kind, ctx.now_ns - started)
+
+
+def _read_controller() -> Generator[ZkRequest, Any, ControllerRead]:
+    """ZooKeeper's controller epoch, then the controller's id (None when nobody holds
+    ``/controller``): request values, performed by the script driver outside the actor."""
+    raw_epoch, _ = yield ZkGet(zk_data.CONTROLLER_EPOCH_PATH)
+    epoch = zk_data.decode_controller_epoch(raw_epoch)
+    try:
+        data, _ = yield ZkGet(zk_data.CONTROLLER_PATH)
+    except NoNodeError:
+        return ControllerRead(epoch, None)
+    return ControllerRead(epoch, zk_data.decode_controller(data).broker_id)
