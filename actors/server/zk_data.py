@@ -706,7 +706,13 @@ def encode_topic_config(config: Mapping[str, str]) -> bytes:
 
 
 def decode_topic_config(topic: str, data: bytes, *, path: str | None = None) -> Mapping[str, str]:
-    reader = _Reader(path or topic_config_path(topic), data)
+    return _decode_entity_config(path or topic_config_path(topic), data)
+
+
+def _decode_entity_config(path: str, data: bytes) -> Mapping[str, str]:
+    """An entity's config znode (a topic's, a broker's, the brokers' default): version 1, string
+    values only."""
+    reader = _Reader(path, data)
     reader.version(1)
     raw = reader.get("config")
     if not isinstance(raw, dict):
@@ -719,19 +725,11 @@ def decode_topic_config(topic: str, data: bytes, *, path: str | None = None) -> 
 
 def encode_broker_config(config: Mapping[str, str]) -> bytes:
     """The data of ``/config/brokers/<id>`` or ``/config/brokers/<default>`` (same shape as a topic's)."""
-    return _dumps({"version": 1, "config": dict(sorted(config.items()))})
+    return encode_topic_config(config)
 
 
 def decode_broker_config(entity: str, data: bytes, *, path: str | None = None) -> Mapping[str, str]:
-    reader = _Reader(path or f"{CONFIG_BROKERS_PATH}/{entity}", data)
-    reader.version(1)
-    raw = reader.get("config")
-    if not isinstance(raw, dict):
-        raise reader.error("config", f"expected an object, got {raw!r}")
-    for key, value in raw.items():
-        if not isinstance(value, str):
-            raise reader.error(f"config.{key}", f"expected a string value, got {value!r}")
-    return MappingProxyType(dict(raw))
+    return _decode_entity_config(path or f"{CONFIG_BROKERS_PATH}/{entity}", data)
 
 
 def encode_broker_config_change_notification(broker_id: int | None) -> bytes:
