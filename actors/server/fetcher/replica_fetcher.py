@@ -5,7 +5,8 @@ Theory of operation (docs/replication.md §6)
 Each followed partition has a fetch state ``(fetch offset, leader epoch, TRUNCATING | FETCHING |
 RESETTING, delayed until)`` kept in insertion order; a partition that just received data moves to
 the end (round-robin fairness under response size limits). The actor runs Kafka's ``doWork`` as a
-chain of steps with **at most one request to the leader in flight**:
+script (``do_work``, driven by the one script driver of ``actors/common/scripts.py``) with **at
+most one request to the leader in flight**; each pass does the first of these that applies:
 
 1. *Truncate* (partitions TRUNCATING): ask each local partition for its latest leader epoch; send
    one OffsetsForLeaderEpoch for those that have one (those without truncate to their high watermark);
@@ -21,7 +22,10 @@ chain of steps with **at most one request to the leader in flight**:
    leader's HW), and its next fetch offset is the new log end offset. The leader parks the fetch until
    data arrives, so the next fetch is sent at once: an idle follower costs nothing and a new record
    replicates in one round trip.
-4. Nothing to do: wait for a partition to be added or a delay to end.
+4. *Wait*: nothing to do until a partition is added or a delay ends.
+
+When a pass ends the next one starts at once, unless it waited. What a pass has asked and what it
+was answered live in the script's locals; the actor keeps only the fetch states.
 
 Replication quota (docs/replication-quotas.md): a partition in the follower throttle list is left
 out of the fetch while the broker's follower quota is exceeded, unless it is in sync (its lag at
@@ -45,10 +49,9 @@ partition in it by ``replica.fetch.backoff.ms``.
 from __future__ import annotations
 
 import enum
-import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, assert_never
+from typing import Any, TypeAlias, TypeVar, assert_never
 
 from actors.common.errors import ErrorCode
 from actors.common.names import broker_ref, partition_name
@@ -60,12 +63,14 @@ from actors.common.protocol import (
     FetchRequest,
     FetchResponse,
     ListOffsetsPartition,
+    ListOffsetsPartitionResponse,
     ListOffsetsRequest,
     ListOffsetsResponse,
     OffsetForLeaderEpochPartition,
     OffsetsForLeaderEpochRequest,
     OffsetsForLeaderEpochResponse,
 )
+from actors.common.scripts import Ask, AskAll, AskFailed, Resume, ScriptRunner, ScriptStep, Step
 from actors.common.types import TopicPartition
 from actors.server.config import BrokerConfig
 from actors.server.replica.messages import (
@@ -117,22 +122,7 @@ class _Wake:
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class _LocalReply:
-    """A local partition answered one step of the current round."""
-
-    round_id: int
-    tp: TopicPartition
-    reply: Any
-
-
-@dataclass(frozen=True, slots=True)
-class _LeaderReply:
-    round_id: int
-    reply: Any
-
-
-ReplicaFetcherMessage: TypeAlias = AddPartitions | RemovePartitions | _Wake | _LocalReply | _LeaderReply
+ReplicaFetcherMessage: TypeAlias = AddPartitions | RemovePartitions | _Wake | ScriptStep | Resume
 
 
 class FetchPhase(enum.Enum):
@@ -188,19 +178,16 @@ class FetcherStatistics:
 _LocalRequest: TypeAlias = (
     GetFollowerLogState | TruncateOnLeaderEpoch | TruncateTo | TruncateFullyAndStartAt | AppendAsFollower
 )
+_R = TypeVar("_R")
+_Work: TypeAlias = Generator[Step, Any, _R]
+"""A part of ``do_work``: yields the driver's steps (asks to the leader and to local partitions)."""
 
 
-class _Round(enum.Enum):
-    IDLE = "idle"
-    TRUNCATE_STATE = "truncate: local state"
-    TRUNCATE_EPOCHS = "truncate: OffsetsForLeaderEpoch"
-    TRUNCATE_APPLY = "truncate: apply"
-    RESET_STATE = "reset: local state"
-    RESET_LATEST = "reset: ListOffsets latest"
-    RESET_EARLIEST = "reset: ListOffsets earliest"
-    RESET_APPLY = "reset: apply"
-    FETCH = "fetch"
-    FETCH_APPLY = "fetch: append"
+class _Waiting(enum.Enum):
+    """How a pass of ``do_work`` that sent nothing ends."""
+
+    THROTTLED = "throttled"  # all that could be fetched is held back by the quota: look again later
+    IDLE = "idle"  # nothing to do until a partition is added or a delay ends
 
 
 class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
@@ -225,18 +212,8 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         self.failed: set[TopicPartition] = set()
         self.requests_total = 0
         self.bytes_total = 0
-        self._round = _Round.IDLE
-        self._round_ids = itertools.count(1)
-        self._round_id = 0
-        # What the current round is waiting for, and what it has collected.
-        self._waiting: set[TopicPartition] = set()
-        self._collected: dict[TopicPartition, Any] = {}
-        # The leader epoch each local request of the current round was built for.
-        self._asked_epochs: dict[TopicPartition, int] = {}
-        self._context: dict[TopicPartition, Any] = {}
-        self._resetting: TopicPartition | None = None
-        # Partitions of the current truncation round with no epoch cache: their HW is the point.
-        self._context_high_watermarks: dict[TopicPartition, int] = {}
+        # Runs the pass of do_work in progress, if any (one at a time: one request in flight).
+        self._scripts = ScriptRunner(one_at_a_time=True)
         self._wake_armed_for: int | None = None
 
     # ----------------------------------------------------------------------------- dispatch
@@ -257,10 +234,10 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             case _Wake():
                 self._wake_armed_for = None
                 self._step(ctx)
-            case _LocalReply():
-                self._on_local_reply(ctx, message)
-            case _LeaderReply():
-                self._on_leader_reply(ctx, message)
+            case ScriptStep():
+                self._scripts.on_step(ctx, message)
+            case Resume():
+                self._scripts.on_resume(ctx, message)
             case _:
                 assert_never(message)
 
@@ -281,26 +258,44 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
     # -------------------------------------------------------------------------- the main loop
 
     def _step(self, ctx: Context[ReplicaFetcherMessage]) -> None:
-        """Start the next step if none is running (Kafka's doWork: truncate, then fetch)."""
-        if self._round is not _Round.IDLE:
+        """Start the next pass of do_work unless one is running."""
+        if self._scripts.busy:
             return
+        self._scripts.start(
+            ctx, self.do_work(ctx), lambda waiting, error: self._pass_done(ctx, waiting, error)
+        )
+
+    def _pass_done(
+        self, ctx: Context[ReplicaFetcherMessage], waiting: object, error: Exception | None
+    ) -> None:
+        if error is not None:
+            raise error  # a broken invariant: the supervisor restarts the fetcher
+        match waiting:
+            case _Waiting.THROTTLED:
+                ctx.start_timer("quota-wake", _Wake(), self.config.replica_fetch_backoff_ms)
+            case _Waiting.IDLE:
+                self._arm_wake(ctx)
+            case _:
+                self._step(ctx)
+
+    def do_work(self, ctx: Context[ReplicaFetcherMessage]) -> _Work[_Waiting | None]:
+        """One pass of Kafka's doWork: truncate, else reset one partition, else fetch, else wait.
+
+        The script reads the clock and logs through ``ctx``, the actor's own context, which
+        outlives every pass."""
         now = ctx.now_ms
         truncating = [
-            s.tp for s in self.partitions.values() if s.phase is FetchPhase.TRUNCATING and s.ready(now)
+            s for s in self.partitions.values() if s.phase is FetchPhase.TRUNCATING and s.ready(now)
         ]
         if truncating:
-            self._begin_round(_Round.TRUNCATE_STATE)
-            for tp in truncating:
-                self._ask_partition(ctx, tp, GetFollowerLogState(self.partitions[tp].leader_epoch))
-            return
+            yield from self._truncate(ctx, truncating)
+            return None
         resetting = next(
-            (s.tp for s in self.partitions.values() if s.phase is FetchPhase.RESETTING and s.ready(now)), None
+            (s for s in self.partitions.values() if s.phase is FetchPhase.RESETTING and s.ready(now)), None
         )
         if resetting is not None:
-            self._begin_round(_Round.RESET_STATE)
-            self._resetting = resetting
-            self._ask_partition(ctx, resetting, GetFollowerLogState(self.partitions[resetting].leader_epoch))
-            return
+            yield from self._reset(ctx, resetting.tp, resetting.leader_epoch)
+            return None
         fetchable = [s for s in self.partitions.values() if s.phase is FetchPhase.FETCHING and s.ready(now)]
         for state in self.partitions.values():
             if state.delayed_until_ms is not None and state.delayed_until_ms <= now:
@@ -308,13 +303,9 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         unthrottled = [s for s in fetchable if not self._should_throttle(s, now)]
         self.throttled_partitions_total += len(fetchable) - len(unthrottled)
         if unthrottled:
-            self._send_fetch(ctx, unthrottled)
-            return
-        if fetchable:
-            # Everything fetchable is held back by the quota: look again after the back-off.
-            ctx.start_timer("quota-wake", _Wake(), self.config.replica_fetch_backoff_ms)
-            return
-        self._arm_wake(ctx)
+            yield from self._fetch(ctx, unthrottled)
+            return None
+        return _Waiting.THROTTLED if fetchable else _Waiting.IDLE
 
     def _should_throttle(self, state: PartitionFetchState, now_ms: int) -> bool:
         """Kafka's shouldFollowerThrottle: throttled, out of sync, and the quota exceeded (checked
@@ -331,102 +322,41 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         self._wake_armed_for = due
         ctx.start_timer("wake", _Wake(), max(due - ctx.now_ms, 0))
 
-    def _begin_round(self, kind: _Round) -> int:
-        self._round = kind
-        self._round_id = next(self._round_ids)
-        self._waiting = set()
-        self._collected = {}
-        self._asked_epochs = {}
-        return self._round_id
+    # ------------------------------------------------------------------------------ the steps
 
-    def _end_round(self, ctx: Context[ReplicaFetcherMessage]) -> None:
-        self._round = _Round.IDLE
-        self._waiting = set()
-        self._collected = {}
-        self._asked_epochs = {}
-        self._context = {}
-        self._resetting = None
-        self._step(ctx)
-
-    def _ask_partition(
-        self, ctx: Context[ReplicaFetcherMessage], tp: TopicPartition, request: _LocalRequest
-    ) -> None:
-        round_id = self._round_id
-        self._waiting.add(tp)
-        self._asked_epochs[tp] = request.leader_epoch
-
-        def adapt(reply: object) -> _LocalReply:
-            return _LocalReply(round_id, tp, reply)
-
-        ctx.ask(
-            ctx.self_ref.sibling(partition_name(tp)),
-            request,
-            timeout_ms=self.config.replica_socket_timeout_ms,
-            on_reply=adapt,
-            on_failure=adapt,
+    def _ask_partitions(
+        self, ctx: Context[ReplicaFetcherMessage], requests: Mapping[TopicPartition, _LocalRequest]
+    ) -> _Work[dict[TopicPartition, object]]:
+        """Ask local partitions at once; returns the answers (an ``AskFailure`` for one that did
+        not come) of those still followed at the epoch their request was built for. The others
+        are stale: they say nothing about the partition as it is now."""
+        timeout_ms = self.config.replica_socket_timeout_ms
+        replies = yield AskAll(
+            tuple(
+                Ask(ctx.self_ref.sibling(partition_name(tp)), request, timeout_ms)
+                for tp, request in requests.items()
+            )
         )
-
-    def _ask_leader(self, ctx: Context[ReplicaFetcherMessage], request: object, timeout_ms: int) -> None:
-        round_id = self._round_id
-        self.requests_total += 1
-
-        def adapt(reply: object) -> _LeaderReply:
-            return _LeaderReply(round_id, reply)
-
-        ctx.ask(self.leader, request, timeout_ms=timeout_ms, on_reply=adapt, on_failure=adapt)
-
-    def _on_local_reply(self, ctx: Context[ReplicaFetcherMessage], message: _LocalReply) -> None:
-        if message.round_id != self._round_id or message.tp not in self._waiting:
-            return
-        self._waiting.discard(message.tp)
-        self._collected[message.tp] = message.reply
-        if self._waiting:
-            return
-        # Answers for a partition removed or re-added at another epoch since the request was
-        # built are stale: they say nothing about the partition as it is now.
-        collected = {
+        return {
             tp: reply
-            for tp, reply in self._collected.items()
-            if self._current(tp, self._asked_epochs[tp]) is not None
+            for (tp, request), reply in zip(requests.items(), replies, strict=True)
+            if self._current(tp, request.leader_epoch) is not None
         }
-        match self._round:
-            case _Round.TRUNCATE_STATE:
-                self._after_truncate_state(ctx, collected)
-            case _Round.TRUNCATE_APPLY | _Round.RESET_APPLY:
-                self._after_truncate_apply(ctx, collected)
-            case _Round.RESET_STATE:
-                self._after_reset_state(ctx, collected)
-            case _Round.FETCH_APPLY:
-                self._after_fetch_apply(ctx, collected)
-            case _:
-                raise AssertionError(f"local reply in round {self._round}")
 
-    def _on_leader_reply(self, ctx: Context[ReplicaFetcherMessage], message: _LeaderReply) -> None:
-        if message.round_id != self._round_id:
-            return
-        reply = message.reply
-        if isinstance(reply, AskFailure):
-            ctx.log.info("request to broker %d failed: %r", self.source_broker_id, reply)
-            self._delay_round(ctx)
-            return
-        match self._round:
-            case _Round.TRUNCATE_EPOCHS:
-                assert isinstance(reply, OffsetsForLeaderEpochResponse)
-                self._after_epochs(ctx, reply)
-            case _Round.RESET_LATEST | _Round.RESET_EARLIEST:
-                assert isinstance(reply, ListOffsetsResponse)
-                self._after_list_offsets(ctx, reply)
-            case _Round.FETCH:
-                assert isinstance(reply, FetchResponse)
-                self._after_fetch(ctx, reply)
-            case _:
-                raise AssertionError(f"leader reply in round {self._round}")
+    def _ask_leader(self, request: object, reply_type: type[_R], timeout_ms: int) -> _Work[_R]:
+        """Ask the leader broker; throws ``AskFailed`` when no answer comes."""
+        self.requests_total += 1
+        reply = yield Ask(self.leader, request, timeout_ms)
+        assert isinstance(reply, reply_type), reply
+        return reply
 
-    def _delay_round(self, ctx: Context[ReplicaFetcherMessage]) -> None:
+    def _leader_failed(
+        self, ctx: Context[ReplicaFetcherMessage], failure: AskFailure, concerned: Iterable[TopicPartition]
+    ) -> None:
         """A request to the leader failed: back off every partition it concerned."""
-        for tp in self._context or self.partitions:
+        ctx.log.info("request to broker %d failed: %r", self.source_broker_id, failure)
+        for tp in concerned:
             self._delay(ctx, tp)
-        self._end_round(ctx)
 
     def _delay(self, ctx: Context[ReplicaFetcherMessage], tp: TopicPartition) -> None:
         state = self.partitions.get(tp)
@@ -445,12 +375,18 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
 
     # ------------------------------------------------------------------------------ truncation
 
-    def _after_truncate_state(
-        self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, Any]
-    ) -> None:
+    def _truncate(
+        self, ctx: Context[ReplicaFetcherMessage], truncating: list[PartitionFetchState]
+    ) -> _Work[None]:
+        """Kafka's maybeTruncate: each partition's latest epoch, the leader's end offset for it,
+        and the local truncation; a partition without epochs truncates to its high watermark."""
+        log_states = yield from self._ask_partitions(
+            ctx, {s.tp: GetFollowerLogState(s.leader_epoch) for s in truncating}
+        )
         with_epochs: list[OffsetForLeaderEpochPartition] = []
         high_watermarks: dict[TopicPartition, int] = {}
-        for tp, reply in replies.items():
+        asked_epochs: dict[TopicPartition, int] = {}
+        for tp, reply in log_states.items():
             state = self.partitions.get(tp)
             if state is None:
                 continue
@@ -458,6 +394,7 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                 self._handle_local_error(ctx, tp, reply)
                 continue
             state.log_start_offset = reply.log_start_offset
+            asked_epochs[tp] = state.leader_epoch
             if reply.latest_epoch is None:
                 high_watermarks[tp] = reply.high_watermark
             else:
@@ -469,57 +406,43 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                         leader_epoch=reply.latest_epoch,
                     )
                 )
-        self._context = {p.tp: self.partitions[p.tp].leader_epoch for p in with_epochs}
-        self._context.update({tp: self.partitions[tp].leader_epoch for tp in high_watermarks})
-        self._context_high_watermarks = high_watermarks
+        truncations: dict[TopicPartition, _LocalRequest] = {}
         if with_epochs:
-            self._round = _Round.TRUNCATE_EPOCHS
-            self._ask_leader(
-                ctx,
-                OffsetsForLeaderEpochRequest(replica_id=self.config.broker_id, partitions=tuple(with_epochs)),
-                self.config.replica_socket_timeout_ms,
+            request = OffsetsForLeaderEpochRequest(
+                replica_id=self.config.broker_id, partitions=tuple(with_epochs)
             )
-            return
-        self._apply_truncations(ctx, {})
-
-    def _after_epochs(
-        self, ctx: Context[ReplicaFetcherMessage], response: OffsetsForLeaderEpochResponse
-    ) -> None:
-        answers: dict[TopicPartition, tuple[int, int]] = {}
-        for result in response.partitions:
-            tp = result.tp
-            if tp not in self._context:
-                raise AssertionError(f"OffsetsForLeaderEpoch answered for {tp}, which was not requested")
-            if self._current(tp, self._context[tp]) is None:
-                continue  # removed or re-added at another epoch meanwhile
-            if result.error_code is ErrorCode.NONE:
-                answers[tp] = (result.leader_epoch, result.end_offset)
-            elif result.error_code is ErrorCode.FENCED_LEADER_EPOCH:
-                self._fail(ctx, tp, "fenced leader epoch in OffsetsForLeaderEpoch")
-            else:
-                self._delay(ctx, tp)
-        self._apply_truncations(ctx, answers)
-
-    def _apply_truncations(
-        self, ctx: Context[ReplicaFetcherMessage], answers: dict[TopicPartition, tuple[int, int]]
-    ) -> None:
-        self._begin_round(_Round.TRUNCATE_APPLY)
-        for tp, (answer_epoch, end_offset) in answers.items():
-            leader_epoch = self.partitions[tp].leader_epoch
-            self._ask_partition(ctx, tp, TruncateOnLeaderEpoch(leader_epoch, answer_epoch, end_offset))
-        for tp, high_watermark in self._context_high_watermarks.items():
-            without_epochs = self._current(tp, self._context[tp])
+            try:
+                response = yield from self._ask_leader(
+                    request, OffsetsForLeaderEpochResponse, self.config.replica_socket_timeout_ms
+                )
+            except AskFailed as failed:
+                self._leader_failed(ctx, failed.failure, asked_epochs)
+                return
+            for result in response.partitions:
+                tp = result.tp
+                if tp not in asked_epochs:
+                    raise AssertionError(f"OffsetsForLeaderEpoch answered for {tp}, which was not requested")
+                state = self._current(tp, asked_epochs[tp])
+                if state is None:
+                    continue  # removed or re-added at another epoch meanwhile
+                if result.error_code is ErrorCode.NONE:
+                    truncations[tp] = TruncateOnLeaderEpoch(
+                        state.leader_epoch, result.leader_epoch, result.end_offset
+                    )
+                elif result.error_code is ErrorCode.FENCED_LEADER_EPOCH:
+                    self._fail(ctx, tp, "fenced leader epoch in OffsetsForLeaderEpoch")
+                else:
+                    self._delay(ctx, tp)
+        for tp, high_watermark in high_watermarks.items():
+            without_epochs = self._current(tp, asked_epochs[tp])
             if without_epochs is not None:
                 # No epoch information locally: the high watermark is the truncation point
                 # (docs/replication.md §6.3, step 3).
-                self._ask_partition(ctx, tp, TruncateTo(without_epochs.leader_epoch, high_watermark))
-        self._context_high_watermarks = {}
-        if not self._waiting:
-            self._end_round(ctx)
+                truncations[tp] = TruncateTo(without_epochs.leader_epoch, high_watermark)
+        truncated = yield from self._ask_partitions(ctx, truncations)
+        self._truncated(ctx, truncated)
 
-    def _after_truncate_apply(
-        self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, Any]
-    ) -> None:
+    def _truncated(self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, object]) -> None:
         """Truncations done (by leader epoch, to the high watermark, or fully after an out-of-range
         reset, which is always complete): fetch from the new log end, or ask again if incomplete."""
         for tp, reply in replies.items():
@@ -532,34 +455,52 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             state.fetch_offset = reply.fetch_offset
             if reply.complete:
                 state.phase = FetchPhase.FETCHING
-        self._end_round(ctx)
 
     # ----------------------------------------------------------------------- out of range reset
 
-    def _after_reset_state(
-        self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, Any]
-    ) -> None:
-        tp = self._resetting
-        assert tp is not None
-        state = self.partitions.get(tp)
-        if tp not in replies or state is None:
-            self._end_round(ctx)  # stale: the partition was removed or re-added meanwhile
-            return
-        reply = replies[tp]
+    def _reset(
+        self, ctx: Context[ReplicaFetcherMessage], tp: TopicPartition, leader_epoch: int
+    ) -> _Work[None]:
+        """Kafka's handleOutOfRangeError: compare our log end with the leader's log end, then with
+        its log start."""
+        log_states = yield from self._ask_partitions(ctx, {tp: GetFollowerLogState(leader_epoch)})
+        if tp not in log_states:
+            return  # stale: the partition was removed or re-added meanwhile
+        reply = log_states[tp]
         if not isinstance(reply, FollowerLogState) or reply.error_code is not ErrorCode.NONE:
             self._handle_local_error(ctx, tp, reply)
-            self._end_round(ctx)
             return
-        self._context = {tp: (state.leader_epoch, reply.log_end_offset)}
-        self._round = _Round.RESET_LATEST
-        self._ask_leader(
-            ctx,
-            self._list_offsets(tp, state.leader_epoch, LATEST_TIMESTAMP),
-            self.config.replica_socket_timeout_ms,
-        )
+        local_log_end_offset = reply.log_end_offset
+        latest = yield from self._list_offset(ctx, tp, leader_epoch, LATEST_TIMESTAMP)
+        if latest is None:
+            return
+        if latest[1] < local_log_end_offset:
+            # The leader's log ends below ours (typically after an unclean election).
+            truncated = yield from self._ask_partitions(ctx, {tp: TruncateTo(leader_epoch, latest[1])})
+            self._truncated(ctx, truncated)
+            return
+        earliest = yield from self._list_offset(ctx, tp, leader_epoch, EARLIEST_TIMESTAMP)
+        if earliest is None:
+            return
+        state, leader_log_start_offset = earliest
+        if leader_log_start_offset > local_log_end_offset:
+            # We fell behind the leader's retention: start over at its log start offset.
+            truncated = yield from self._ask_partitions(
+                ctx, {tp: TruncateFullyAndStartAt(leader_epoch, leader_log_start_offset)}
+            )
+            self._truncated(ctx, truncated)
+        else:
+            # The leader simply moved on; keep our log and fetch from its end.
+            state.fetch_offset = local_log_end_offset
+            state.phase = FetchPhase.FETCHING
 
-    def _list_offsets(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> ListOffsetsRequest:
-        return ListOffsetsRequest(
+    def _list_offset(
+        self, ctx: Context[ReplicaFetcherMessage], tp: TopicPartition, leader_epoch: int, timestamp: int
+    ) -> _Work[tuple[PartitionFetchState, int] | None]:
+        """The leader's offset for ``timestamp`` with the partition's fetch state, or None when
+        there is nothing to go on with: the leader unreachable, the partition gone or re-added,
+        fenced (failed) or another error (delayed)."""
+        request = ListOffsetsRequest(
             replica_id=self.config.broker_id,
             partitions=(
                 ListOffsetsPartition(
@@ -570,57 +511,34 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                 ),
             ),
         )
-
-    def _after_list_offsets(self, ctx: Context[ReplicaFetcherMessage], response: ListOffsetsResponse) -> None:
-        tp = self._resetting
-        assert tp is not None
-        leader_epoch, local_log_end_offset = self._context[tp]
+        try:
+            response = yield from self._ask_leader(
+                request, ListOffsetsResponse, self.config.replica_socket_timeout_ms
+            )
+        except AskFailed as failed:
+            self._leader_failed(ctx, failed.failure, (tp,))
+            return None
         state = self._current(tp, leader_epoch)
-        result = next((r for r in response.partitions if r.tp == tp), None)
+        result: ListOffsetsPartitionResponse | None = next(
+            (r for r in response.partitions if r.tp == tp), None
+        )
         if state is None or result is None:
-            self._end_round(ctx)
-            return
+            return None
         if result.error_code is ErrorCode.FENCED_LEADER_EPOCH:
             self._fail(ctx, tp, "fenced leader epoch while resetting the fetch offset")
-            self._end_round(ctx)
-            return
+            return None
         if result.error_code is not ErrorCode.NONE:
             self._delay(ctx, tp)
-            self._end_round(ctx)
-            return
-        if self._round is _Round.RESET_LATEST:
-            if result.offset < local_log_end_offset:
-                # The leader's log ends below ours (typically after an unclean election).
-                self._begin_round(_Round.RESET_APPLY)
-                self._context = {tp: (leader_epoch, local_log_end_offset)}
-                self._resetting = tp
-                self._ask_partition(ctx, tp, TruncateTo(leader_epoch, result.offset))
-                return
-            self._round = _Round.RESET_EARLIEST
-            self._ask_leader(
-                ctx,
-                self._list_offsets(tp, leader_epoch, EARLIEST_TIMESTAMP),
-                self.config.replica_socket_timeout_ms,
-            )
-            return
-        self._begin_round(_Round.RESET_APPLY)
-        self._context = {tp: (leader_epoch, local_log_end_offset)}
-        self._resetting = tp
-        if result.offset > local_log_end_offset:
-            # We fell behind the leader's retention: start over at its log start offset.
-            self._ask_partition(ctx, tp, TruncateFullyAndStartAt(leader_epoch, result.offset))
-        else:
-            # The leader simply moved on; keep our log and fetch from its end.
-            state.fetch_offset = local_log_end_offset
-            state.phase = FetchPhase.FETCHING
-            self._waiting.clear()
-            self._end_round(ctx)
+            return None
+        return state, result.offset
 
     # ----------------------------------------------------------------------------------- fetch
 
-    def _send_fetch(self, ctx: Context[ReplicaFetcherMessage], fetchable: list[PartitionFetchState]) -> None:
-        self._begin_round(_Round.FETCH)
-        self._context = {s.tp: (s.leader_epoch, s.fetch_offset) for s in fetchable}
+    def _fetch(
+        self, ctx: Context[ReplicaFetcherMessage], fetchable: list[PartitionFetchState]
+    ) -> _Work[None]:
+        """Kafka's maybeFetch: one FetchRequest, then each partition's records appended locally."""
+        requested = {s.tp: (s.leader_epoch, s.fetch_offset) for s in fetchable}
         request = FetchRequest(
             replica_id=self.config.broker_id,
             max_wait_ms=self.config.replica_fetch_wait_max_ms,
@@ -638,14 +556,13 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                 for s in fetchable
             ),
         )
-        self._ask_leader(
-            ctx, request, self.config.replica_fetch_wait_max_ms + self.config.replica_socket_timeout_ms
-        )
-
-    def _after_fetch(self, ctx: Context[ReplicaFetcherMessage], response: FetchResponse) -> None:
-        self._begin_round(_Round.FETCH_APPLY)
-        requested: dict[TopicPartition, tuple[int, int]] = dict(self._context)
-        self._context = requested
+        timeout_ms = self.config.replica_fetch_wait_max_ms + self.config.replica_socket_timeout_ms
+        try:
+            response = yield from self._ask_leader(request, FetchResponse, timeout_ms)
+        except AskFailed as failed:
+            self._leader_failed(ctx, failed.failure, requested)
+            return
+        appends: dict[TopicPartition, _LocalRequest] = {}
         for data in response.partitions:
             tp = data.tp
             expected = requested.get(tp)
@@ -654,13 +571,16 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                 continue  # stale: removed, re-added or moved since the request was built
             if not state.ready(ctx.now_ms) or state.phase is not FetchPhase.FETCHING:
                 continue
-            self._handle_fetched_partition(ctx, state, data)
-        if not self._waiting:
-            self._end_round(ctx)
+            append = self._fetched(ctx, state, data)
+            if append is not None:
+                appends[tp] = append
+        appended = yield from self._ask_partitions(ctx, appends)
+        self._appended(ctx, appended)
 
-    def _handle_fetched_partition(
+    def _fetched(
         self, ctx: Context[ReplicaFetcherMessage], state: PartitionFetchState, data: FetchPartitionResponse
-    ) -> None:
+    ) -> AppendAsFollower | None:
+        """One partition's part of the fetch response: what to append, or the error handled."""
         error = data.error_code
         if error is ErrorCode.NONE:
             self.bytes_total += len(data.records)
@@ -669,28 +589,23 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             state.leader_high_watermark = data.high_watermark
             state.lag = max(0, data.high_watermark - state.fetch_offset)
             state.lag_known = True
-            self._ask_partition(
-                ctx,
-                state.tp,
-                AppendAsFollower(
-                    state.leader_epoch,
-                    state.fetch_offset,
-                    data.records,
-                    data.high_watermark,
-                    data.log_start_offset,
-                ),
+            return AppendAsFollower(
+                state.leader_epoch,
+                state.fetch_offset,
+                data.records,
+                data.high_watermark,
+                data.log_start_offset,
             )
-        elif error is ErrorCode.OFFSET_OUT_OF_RANGE:
+        if error is ErrorCode.OFFSET_OUT_OF_RANGE:
             state.phase = FetchPhase.RESETTING
         elif error is ErrorCode.FENCED_LEADER_EPOCH:
             self._fail(ctx, state.tp, "fenced leader epoch in fetch")
         else:
             # UNKNOWN_LEADER_EPOCH (the leader is behind us), NOT_LEADER_OR_FOLLOWER, others: retry later.
             self._delay(ctx, state.tp)
+        return None
 
-    def _after_fetch_apply(
-        self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, Any]
-    ) -> None:
+    def _appended(self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, object]) -> None:
         for tp, reply in replies.items():
             state = self.partitions.get(tp)
             if state is None:
@@ -708,7 +623,6 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                 )
                 # Round-robin: a partition that just got data goes to the back of the line.
                 self.partitions[tp] = self.partitions.pop(tp)
-        self._end_round(ctx)
 
     def _handle_local_error(
         self, ctx: Context[ReplicaFetcherMessage], tp: TopicPartition, reply: object
