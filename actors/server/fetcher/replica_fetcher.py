@@ -51,7 +51,7 @@ from __future__ import annotations
 import enum
 from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, TypeAlias, TypeVar, assert_never
+from typing import Any, Protocol, TypeAlias, TypeVar, assert_never
 
 from actors.common.errors import ErrorCode
 from actors.common.names import broker_ref, partition_name
@@ -179,6 +179,14 @@ _LocalRequest: TypeAlias = (
     GetFollowerLogState | TruncateOnLeaderEpoch | TruncateTo | TruncateFullyAndStartAt | AppendAsFollower
 )
 _R = TypeVar("_R")
+
+
+class _LocalAnswer(Protocol):
+    @property
+    def error_code(self) -> ErrorCode: ...
+
+
+_A = TypeVar("_A", bound=_LocalAnswer)
 _Work: TypeAlias = Generator[Step, Any, _R]
 """A part of ``do_work``: yields the driver's steps (asks to the leader and to local partitions)."""
 
@@ -325,11 +333,15 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
     # ------------------------------------------------------------------------------ the steps
 
     def _ask_partitions(
-        self, ctx: Context[ReplicaFetcherMessage], requests: Mapping[TopicPartition, _LocalRequest]
-    ) -> _Work[dict[TopicPartition, object]]:
-        """Ask local partitions at once; returns the answers (an ``AskFailure`` for one that did
-        not come) of those still followed at the epoch their request was built for. The others
-        are stale: they say nothing about the partition as it is now."""
+        self,
+        ctx: Context[ReplicaFetcherMessage],
+        requests: Mapping[TopicPartition, _LocalRequest],
+        answer_type: type[_A],
+    ) -> _Work[dict[TopicPartition, _A]]:
+        """Ask local partitions at once; returns the answers without error. An answer for a
+        partition no longer followed at the epoch its request was built for is stale (it says
+        nothing about the partition as it is now) and dropped; an error, or no answer, is handled
+        here (``_handle_local_error``)."""
         timeout_ms = self.config.replica_socket_timeout_ms
         replies = yield AskAll(
             tuple(
@@ -337,11 +349,15 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                 for tp, request in requests.items()
             )
         )
-        return {
-            tp: reply
-            for (tp, request), reply in zip(requests.items(), replies, strict=True)
-            if self._current(tp, request.leader_epoch) is not None
-        }
+        answers: dict[TopicPartition, _A] = {}
+        for (tp, request), reply in zip(requests.items(), replies, strict=True):
+            if self._current(tp, request.leader_epoch) is None:
+                continue
+            if isinstance(reply, answer_type) and reply.error_code is ErrorCode.NONE:
+                answers[tp] = reply
+            else:
+                self._handle_local_error(ctx, tp, reply)
+        return answers
 
     def _ask_leader(self, request: object, reply_type: type[_R], timeout_ms: int) -> _Work[_R]:
         """Ask the leader broker; throws ``AskFailed`` when no answer comes."""
@@ -381,18 +397,13 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         """Kafka's maybeTruncate: each partition's latest epoch, the leader's end offset for it,
         and the local truncation; a partition without epochs truncates to its high watermark."""
         log_states = yield from self._ask_partitions(
-            ctx, {s.tp: GetFollowerLogState(s.leader_epoch) for s in truncating}
+            ctx, {s.tp: GetFollowerLogState(s.leader_epoch) for s in truncating}, FollowerLogState
         )
         with_epochs: list[OffsetForLeaderEpochPartition] = []
         high_watermarks: dict[TopicPartition, int] = {}
         asked_epochs: dict[TopicPartition, int] = {}
         for tp, reply in log_states.items():
-            state = self.partitions.get(tp)
-            if state is None:
-                continue
-            if not isinstance(reply, FollowerLogState) or reply.error_code is not ErrorCode.NONE:
-                self._handle_local_error(ctx, tp, reply)
-                continue
+            state = self.partitions[tp]
             state.log_start_offset = reply.log_start_offset
             asked_epochs[tp] = state.leader_epoch
             if reply.latest_epoch is None:
@@ -422,12 +433,12 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                 tp = result.tp
                 if tp not in asked_epochs:
                     raise AssertionError(f"OffsetsForLeaderEpoch answered for {tp}, which was not requested")
-                state = self._current(tp, asked_epochs[tp])
-                if state is None:
+                leader_epoch = asked_epochs[tp]
+                if self._current(tp, leader_epoch) is None:
                     continue  # removed or re-added at another epoch meanwhile
                 if result.error_code is ErrorCode.NONE:
                     truncations[tp] = TruncateOnLeaderEpoch(
-                        state.leader_epoch, result.leader_epoch, result.end_offset
+                        leader_epoch, result.leader_epoch, result.end_offset
                     )
                 elif result.error_code is ErrorCode.FENCED_LEADER_EPOCH:
                     self._fail(ctx, tp, "fenced leader epoch in OffsetsForLeaderEpoch")
@@ -439,21 +450,16 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
                 # No epoch information locally: the high watermark is the truncation point
                 # (docs/replication.md §6.3, step 3).
                 truncations[tp] = TruncateTo(without_epochs.leader_epoch, high_watermark)
-        truncated = yield from self._ask_partitions(ctx, truncations)
-        self._truncated(ctx, truncated)
+        truncated = yield from self._ask_partitions(ctx, truncations, TruncationResult)
+        self._truncated(truncated)
 
-    def _truncated(self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, object]) -> None:
+    def _truncated(self, results: dict[TopicPartition, TruncationResult]) -> None:
         """Truncations done (by leader epoch, to the high watermark, or fully after an out-of-range
         reset, which is always complete): fetch from the new log end, or ask again if incomplete."""
-        for tp, reply in replies.items():
-            state = self.partitions.get(tp)
-            if state is None:
-                continue
-            if not isinstance(reply, TruncationResult) or reply.error_code is not ErrorCode.NONE:
-                self._handle_local_error(ctx, tp, reply)
-                continue
-            state.fetch_offset = reply.fetch_offset
-            if reply.complete:
+        for tp, result in results.items():
+            state = self.partitions[tp]
+            state.fetch_offset = result.fetch_offset
+            if result.complete:
                 state.phase = FetchPhase.FETCHING
 
     # ----------------------------------------------------------------------- out of range reset
@@ -463,21 +469,22 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
     ) -> _Work[None]:
         """Kafka's handleOutOfRangeError: compare our log end with the leader's log end, then with
         its log start."""
-        log_states = yield from self._ask_partitions(ctx, {tp: GetFollowerLogState(leader_epoch)})
+        log_states = yield from self._ask_partitions(
+            ctx, {tp: GetFollowerLogState(leader_epoch)}, FollowerLogState
+        )
         if tp not in log_states:
-            return  # stale: the partition was removed or re-added meanwhile
-        reply = log_states[tp]
-        if not isinstance(reply, FollowerLogState) or reply.error_code is not ErrorCode.NONE:
-            self._handle_local_error(ctx, tp, reply)
-            return
-        local_log_end_offset = reply.log_end_offset
+            return  # stale (removed or re-added meanwhile), or the local error is handled
+        local_log_end_offset = log_states[tp].log_end_offset
         latest = yield from self._list_offset(ctx, tp, leader_epoch, LATEST_TIMESTAMP)
         if latest is None:
             return
-        if latest[1] < local_log_end_offset:
+        _, leader_log_end_offset = latest
+        if leader_log_end_offset < local_log_end_offset:
             # The leader's log ends below ours (typically after an unclean election).
-            truncated = yield from self._ask_partitions(ctx, {tp: TruncateTo(leader_epoch, latest[1])})
-            self._truncated(ctx, truncated)
+            truncated = yield from self._ask_partitions(
+                ctx, {tp: TruncateTo(leader_epoch, leader_log_end_offset)}, TruncationResult
+            )
+            self._truncated(truncated)
             return
         earliest = yield from self._list_offset(ctx, tp, leader_epoch, EARLIEST_TIMESTAMP)
         if earliest is None:
@@ -486,9 +493,9 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
         if leader_log_start_offset > local_log_end_offset:
             # We fell behind the leader's retention: start over at its log start offset.
             truncated = yield from self._ask_partitions(
-                ctx, {tp: TruncateFullyAndStartAt(leader_epoch, leader_log_start_offset)}
+                ctx, {tp: TruncateFullyAndStartAt(leader_epoch, leader_log_start_offset)}, TruncationResult
             )
-            self._truncated(ctx, truncated)
+            self._truncated(truncated)
         else:
             # The leader simply moved on; keep our log and fetch from its end.
             state.fetch_offset = local_log_end_offset
@@ -574,8 +581,8 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             append = self._fetched(ctx, state, data)
             if append is not None:
                 appends[tp] = append
-        appended = yield from self._ask_partitions(ctx, appends)
-        self._appended(ctx, appended)
+        appended = yield from self._ask_partitions(ctx, appends, FollowerAppendResult)
+        self._appended(appended)
 
     def _fetched(
         self, ctx: Context[ReplicaFetcherMessage], state: PartitionFetchState, data: FetchPartitionResponse
@@ -605,14 +612,10 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             self._delay(ctx, state.tp)
         return None
 
-    def _appended(self, ctx: Context[ReplicaFetcherMessage], replies: dict[TopicPartition, object]) -> None:
-        for tp, reply in replies.items():
-            state = self.partitions.get(tp)
-            if state is None:
-                continue
-            if not isinstance(reply, FollowerAppendResult) or reply.error_code is not ErrorCode.NONE:
-                self._handle_local_error(ctx, tp, reply)
-                continue
+    def _appended(self, results: dict[TopicPartition, FollowerAppendResult]) -> None:
+        """Appends done: fetch from the new log end; the partition goes to the back of the line."""
+        for tp, reply in results.items():
+            state = self.partitions[tp]
             state.log_start_offset = reply.log_start_offset
             if reply.log_end_offset > state.fetch_offset:
                 state.fetch_offset = reply.log_end_offset
