@@ -178,10 +178,12 @@ class FetcherStatistics:
 _LocalRequest: TypeAlias = (
     GetFollowerLogState | TruncateOnLeaderEpoch | TruncateTo | TruncateFullyAndStartAt | AppendAsFollower
 )
-_R = TypeVar("_R")
+_R = TypeVar("_R")  # what a leader request is answered with, or what a part of do_work returns
 
 
 class _LocalAnswer(Protocol):
+    """What a local partition answers the fetcher: a result with an error code."""
+
     @property
     def error_code(self) -> ErrorCode: ...
 
