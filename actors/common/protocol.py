@@ -54,15 +54,14 @@ __all__ = [
     "OffsetsForLeaderEpochRequest",
     "OffsetsForLeaderEpochResponse",
     "OngoingPartitionReassignment",
-    "PartitionElectionResult",
     "PartitionError",
     "PartitionMetadata",
+    "PartitionResult",
     "ProducePartitionData",
     "ProducePartitionResponse",
     "ProduceRequest",
     "ProduceResponse",
     "ReassignablePartition",
-    "ReassignablePartitionResult",
     "StopReplicaRequest",
     "StopReplicaResponse",
     "TopicMetadata",
@@ -475,7 +474,9 @@ class AlterPartitionReassignmentsRequest:
 
 @wire
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ReassignablePartitionResult:
+class PartitionResult:
+    """One partition's outcome in an admin → controller answer (reassignment, election)."""
+
     topic: str
     partition: int
     error_code: ErrorCode
@@ -489,7 +490,7 @@ class AlterPartitionReassignmentsResponse:
 
     error_code: ErrorCode
     error_message: str | None = None
-    results: tuple[ReassignablePartitionResult, ...] = ()
+    results: tuple[PartitionResult, ...] = ()
 
 
 @wire
@@ -530,16 +531,7 @@ class ElectLeadersRequest:
 
 @wire
 @dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionElectionResult:
-    topic: str
-    partition: int
-    error_code: ErrorCode
-    error_message: str | None = None
-
-
-@wire
-@dataclass(frozen=True, slots=True, kw_only=True)
 class ElectLeadersResponse:
     error_code: ErrorCode
     error_message: str | None = None
-    results: tuple[PartitionElectionResult, ...] = ()
+    results: tuple[PartitionResult, ...] = ()

@@ -46,8 +46,7 @@ from actors.common.protocol import (
     ListPartitionReassignmentsRequest,
     ListPartitionReassignmentsResponse,
     OngoingPartitionReassignment,
-    PartitionElectionResult,
-    ReassignablePartitionResult,
+    PartitionResult,
 )
 from actors.common.types import NO_LEADER, BrokerId, TopicPartition
 from actors.controller.election import (
@@ -1086,7 +1085,7 @@ class ControllerLogic:
         for tp in wanted:
             code, message = errors.get(tp, (ErrorCode.NONE, None))
             results.append(
-                ReassignablePartitionResult(
+                PartitionResult(
                     topic=tp.topic, partition=tp.partition, error_code=code, error_message=message
                 )
             )
@@ -1578,7 +1577,7 @@ class ControllerLogic:
             if everything and code is ErrorCode.ELECTION_NOT_NEEDED:
                 continue
             results.append(
-                PartitionElectionResult(
+                PartitionResult(
                     topic=tp.topic, partition=tp.partition, error_code=code, error_message=message
                 )
             )
