@@ -54,6 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ops.bench.proc_cpu import total_cpu_seconds
 from ops.cli.perf import ProducerPerfStats, run_producer_perf
 from ops.clients.admin import Admin
 from ops.local.cluster import CLIENT_USER, LocalCluster
@@ -273,19 +274,6 @@ def run_confluent_kafka(access: Access, topic: str, workload: Workload) -> Produ
 # ---------------------------------------------------------------------------------- the run
 
 
-def cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU time of processes, from /proc (0 where unavailable)."""
-    total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
-
-
 def _percentile(stats: ProducerPerfStats, fraction: float) -> float:
     ordered = sorted(stats.latencies_ms)
     return ordered[min(int(fraction * len(ordered)), len(ordered) - 1)] if ordered else 0.0
@@ -294,7 +282,7 @@ def _percentile(stats: ProducerPerfStats, fraction: float) -> float:
 async def run_client(
     client: str, access: Access, topic: str, workload: Workload, pids: Sequence[int]
 ) -> Result:
-    brokers_before, client_before = cpu_seconds(pids), time.process_time()
+    brokers_before, client_before = total_cpu_seconds(pids), time.process_time()
     if client == "http":
         stats = await run_http(access, topic, workload)
     elif client == "kafka-python":
@@ -303,7 +291,7 @@ async def run_client(
         stats = await run_aiokafka(access, topic, workload)
     else:
         stats = await asyncio.to_thread(run_confluent_kafka, access, topic, workload)
-    brokers_after, client_after = cpu_seconds(pids), time.process_time()
+    brokers_after, client_after = total_cpu_seconds(pids), time.process_time()
     return Result(
         client=client,
         path="HTTP" if client == "http" else "Kafka",

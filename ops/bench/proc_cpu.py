@@ -20,11 +20,19 @@ from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Final
 
-__all__ = ["cpu_at_exit", "cpu_seconds", "cpu_ticks", "cpu_used", "per_million", "sample"]
+__all__ = [
+    "cpu_at_exit",
+    "cpu_seconds",
+    "cpu_ticks",
+    "cpu_used",
+    "per_million",
+    "sample",
+    "total_cpu_seconds",
+]
 
 _UTIME_AFTER_NAME: Final = 11  # utime is field 14; counted after the name, field 3 (state) is index 0
 
@@ -48,6 +56,11 @@ def cpu_seconds(pid: int, *, proc: Path = Path("/proc")) -> float | None:
     except OSError:
         return None
     return cpu_ticks(line) / os.sysconf("SC_CLK_TCK")
+
+
+def total_cpu_seconds(pids: Iterable[int]) -> float:
+    """The CPU seconds of these processes together (one that cannot be read counts 0)."""
+    return sum(cpu_seconds(pid) or 0.0 for pid in pids)
 
 
 def sample(pids: Mapping[str, int], *, proc: Path = Path("/proc")) -> dict[str, float | None]:

@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from actors.clients.producer.protocol import RecordMetadata
+from ops.bench.proc_cpu import total_cpu_seconds
 from ops.clients.admin import Admin
 from ops.clients.producer import Producer
 from ops.local.cluster import LocalCluster
@@ -139,11 +140,11 @@ async def run_case(
         await _send(producer, case.topic, value, max(records // 10, 1000), latencies)
         latencies.clear()
         before = producer.statistics()
-        cpu_before, brokers_before = time.process_time(), _cpu_seconds(broker_pids)
+        cpu_before, brokers_before = time.process_time(), total_cpu_seconds(broker_pids)
         started = time.perf_counter()
         await _send(producer, case.topic, value, records, latencies)
         seconds = time.perf_counter() - started
-        cpu_after, brokers_after = time.process_time(), _cpu_seconds(broker_pids)
+        cpu_after, brokers_after = time.process_time(), total_cpu_seconds(broker_pids)
         after = producer.statistics()
     assert before is not None
     assert after is not None
@@ -168,19 +169,6 @@ async def run_case(
         / max(after.request_latency.count - before.request_latency.count, 1),
         records / max(after.requests_sent_total - before.requests_sent_total, 1),
     )
-
-
-def _cpu_seconds(pids: Sequence[int]) -> float:
-    """User + system CPU time of processes, from /proc (0 where unavailable)."""
-    total = 0.0
-    ticks = os.sysconf("SC_CLK_TCK")
-    for pid in pids:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += (int(fields[11]) + int(fields[12])) / ticks
-    return total
 
 
 async def _send(producer: Producer, topic: str, value: bytes, count: int, latencies: list[float]) -> None:
