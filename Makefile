@@ -28,7 +28,7 @@ CONTROL := $(BIN)/actorlog verify run --seeds 1-$(CHAOS_CONTROL_SEEDS) --expect-
 
 .PHONY: all setup os-packages venv fmt lint type test check demo soak bench bench-transport \
         bench-storage bench-producer bench-replication bench-failover bench-rollup bench-kafka-clients \
-        dashboards-check k8s-check sim chaos chaos-controls kafka-jars interop bench-vs-kafka clean
+        bench-scale dashboards-check k8s-check sim chaos chaos-controls kafka-jars interop bench-vs-kafka clean
 
 all: check
 
@@ -114,6 +114,9 @@ bench-rollup: setup
 
 bench-kafka-clients: setup
 	$(BIN)/python -m ops.bench.kafka_clients
+
+bench-scale: setup
+	$(BIN)/python -m ops.bench.scale
 
 dashboards-check: setup
 	ACTORLOG_REQUIRE_PROMETHEUS=1 ACTORLOG_REQUIRE_ZK=1 $(BIN)/pytest -m prometheus tests/dashboards

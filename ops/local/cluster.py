@@ -477,6 +477,12 @@ class LocalCluster:
         return self._admin
 
     @property
+    def zookeeper_pid(self) -> int | None:
+        """Our own ZooKeeper's process id (None: an external one, or not running): what a
+        benchmark charges ZooKeeper's CPU to."""
+        return None if self._zookeeper is None else self._zookeeper.pid
+
+    @property
     def prometheus_url(self) -> str | None:
         return None if self._prometheus is None else self._prometheus.url
 
