@@ -23,8 +23,10 @@ a time, in order; a failed send is retried every 100 ms until it succeeds or the
 broker epoch.
 
 *Failures inside scripts.* A lost connection (ConnectionLossError) re-queues the event at the head
-and retries after a back-off while the session lives; a fencing failure resigns; an unexpected
-error resigns too, and the controller re-elects — it never continues with a half-applied event.
+and retries after a back-off while the session lives, except in the failover of an activation that
+has already won (its context is half-built: it resigns and re-elects); a fencing failure resigns;
+an unexpected error resigns too, and the controller re-elects — it never continues with a
+half-applied event.
 """
 
 from __future__ import annotations
@@ -325,6 +327,7 @@ class _Running:
     event: _Event
     started_ns: int
     script_id: int = 0
+    election: bool = False  # an Elect of a controller that was not active: election, then failover
 
 
 @dataclass(slots=True)
@@ -522,10 +525,11 @@ class ControllerActor(Actor[ControllerMessage]):
         while self.running is None and self.queue and not self._paused:
             event = self.queue.popleft()
             self.queue_seconds.observe((ctx.now_ns - event.enqueued_ns) / 1e9)
+            election = isinstance(event, Elect) and not self.active
             script = self._script_for(ctx, event)
             if script is None:
                 continue
-            running = self.running = _Running(event, ctx.now_ns)
+            running = self.running = _Running(event, ctx.now_ns, election=election)
 
             def finish(value: object, error: Exception | None, running: _Running = running) -> None:
                 self._script_ended(ctx, running, value, error)
@@ -621,6 +625,11 @@ class ControllerActor(Actor[ControllerMessage]):
                 self._finish(ctx, running, value)
             case FencedError():
                 ctx.log.warning("controller fenced (%s): resigning", error)
+                self._resign_and_reelect(ctx)
+            case ConnectionLossError() | SessionExpiredError() if running.election and self.active:
+                # The activation's failover stopped half-way. A retried Elect would find this
+                # controller active and skip the rest, serving on a half-built context: start over.
+                ctx.log.warning("controller failover lost its ZooKeeper connection (%s): resigning", error)
                 self._resign_and_reelect(ctx)
             case ConnectionLossError() | SessionExpiredError():
                 self._retry_later(ctx, running, error)
