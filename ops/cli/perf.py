@@ -39,11 +39,11 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from actors.clients.producer.errors import MetadataTimeoutError
+from actors.clients.producer.errors import MetadataTimeoutError, ProducerError
 from actors.clients.producer.protocol import RecordMetadata
 from actors.common.errors import KafkaError
 from ops.clients.consumer import Consumer
-from ops.clients.producer import Producer
+from ops.clients.producer import Producer, SendCallback
 from ops.config import parse_overrides
 from ops.properties import ConfigError
 from runtime.clock import LoopClock, wait_ms
@@ -144,16 +144,17 @@ async def run_producer_perf(
     async with Producer(config=producer_config, properties_file=properties_file, secret=secret) as producer:
         stats = ProducerPerfStats(record_size=record_size, started_ns=clock.now_ns(), print_line=print_line)
 
-        def on_done(sent_ns: int) -> Callable[[asyncio.Future[RecordMetadata]], None]:
-            def done(future: asyncio.Future[RecordMetadata]) -> None:
-                if future.cancelled() or future.exception() is not None:
+        def on_done(sent_ns: int) -> SendCallback:
+            # Kafka's PerfCallback: one per record, called with the record's outcome.
+            def done(metadata: RecordMetadata | None, error: ProducerError | None) -> None:
+                if error is not None:
                     stats.errors += 1
                     # A record whose topic's metadata did not come within max.block.ms fails just
                     # before the send blocked on the same metadata raises and ends the tool with the
                     # one line that says why; reporting each such record would bury that line.
-                    ending = sending and isinstance(future.exception(), MetadataTimeoutError)
+                    ending = sending and isinstance(error, MetadataTimeoutError)
                     if stats.errors <= 5 and not failed and not ending:
-                        print(f"ERROR: {future.exception()}", file=sys.stderr)
+                        print(f"ERROR: {error}", file=sys.stderr)
                     return
                 now_ns = clock.now_ns()
                 stats.record((now_ns - sent_ns) / 1e6, now_ns)
@@ -169,8 +170,7 @@ async def run_producer_perf(
                     if ahead_ms > 0:
                         await wait_ms(clock, ahead_ms)
                 # Raises after max.block.ms without the topic's metadata (or buffer memory).
-                future = await producer.enqueue(topic, payload)
-                future.add_done_callback(on_done(clock.now_ns()))
+                await producer.send_with_callback(topic, payload, on_done(clock.now_ns()))
             sending = False
             await producer.flush()
         except BaseException as error:

@@ -3,6 +3,7 @@
     async with Producer("localhost:9092", config={"linger.ms": 5}) as producer:
         metadata = await producer.send("orders", b"value", key=b"key")      # waits for the ack
         future = producer.send_nowait("orders", b"more")                      # pipelined
+        await producer.send_with_callback("orders", b"many", on_completion)   # Kafka's send(r, cb)
         await producer.flush()
 
 Configuration uses Kafka's producer keys (``actors/clients/producer/config.py``): from a properties file
@@ -22,6 +23,13 @@ actor system. This class is its edge:
   (``enqueue``/``send`` then give the loop one turn so the actor runs meanwhile);
 * a small results actor receives ``ProducerResults`` (one message per batch group) and resolves the
   futures with ``RecordMetadata`` or the typed error (``actors/clients/producer/errors.py``);
+* ``send_with_callback``/``send_nowait_with_callback`` are Kafka's ``send(record, callback)``: the
+  record carries its callback instead of a future, and the results actor calls it directly with
+  ``(metadata, None)`` or ``(None, error)``. A future costs an allocation, a done-callback and one
+  event-loop turn per record; a tool sending hundreds of thousands of records a second (``perf
+  produce``) cannot afford them. A callback that raises is logged, as Kafka's producer does;
+* ``flush`` and ``close`` wait for the records outstanding at their call (futures and callback
+  records alike), each completion ticking them off;
 * backpressure: ``buffer.memory`` is enforced by the actor's buffer pool — a record that cannot get
   memory waits there, in order, and fails with ``BufferExhaustedError`` after ``max.block.ms``.
   ``send`` and ``enqueue`` also wait *here* (up to ``max.block.ms``) while the records handed over
@@ -56,7 +64,7 @@ import logging
 import os
 from collections.abc import Callable, Generator, Iterable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeAlias
 
 from actors.clients.metadata import ClientMetadata
 from actors.clients.producer.config import ProducerConfig, ProducerConfigError
@@ -100,7 +108,10 @@ from runtime.supervision import SupervisorStrategy
 from runtime.system import ActorSystem
 from runtime.transport.addresses import AddressBook
 
-__all__ = ["ClientEndpoint", "Producer", "RecordMetadata"]
+__all__ = ["ClientEndpoint", "Producer", "RecordMetadata", "SendCallback"]
+
+SendCallback: TypeAlias = Callable[[RecordMetadata | None, ProducerError | None], None]
+"""Kafka's ``Callback.onCompletion``: ``(metadata, None)`` once written, ``(None, error)`` if not."""
 
 _log = logging.getLogger("actorlog.producer")
 _names = itertools.count(1)
@@ -192,7 +203,10 @@ class Producer:
         self._producer_ref: ActorRef | None = None
         self._chunk: list[OutgoingRecord] = []
         self._handover_scheduled = False
-        self._outstanding: set[asyncio.Future[RecordMetadata]] = set()
+        # Every record not completed yet (its future or callback completion), and the waits of
+        # flush and close: each the records outstanding at its call, and what to resolve.
+        self._outstanding: set[_Completion] = set()
+        self._waits: list[tuple[set[_Completion], asyncio.Future[None]]] = []
         self._buffered_bytes = 0
         self._space = asyncio.Event()
         self._space.set()
@@ -292,11 +306,43 @@ class Producer:
         if loop is None or self._producer_ref is None:
             raise RuntimeError("the producer is not started: use `async with Producer(...)`")
         future: asyncio.Future[RecordMetadata] = loop.create_future()
+        self._queue(topic, value, key, partition, headers, timestamp_ms, future)
+        return future
+
+    def send_nowait_with_callback(
+        self,
+        topic: str,
+        value: bytes | None,
+        callback: SendCallback,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Queue a record whose outcome goes to ``callback(metadata, None)`` or ``callback(None,
+        error)`` (Kafka's ``send(record, callback)``), called on the loop as the result arrives,
+        without a future. Never waits."""
+        if self._loop is None or self._producer_ref is None:
+            raise RuntimeError("the producer is not started: use `async with Producer(...)`")
+        self._queue(topic, value, key, partition, headers, timestamp_ms, _CallbackCompletion(callback))
+
+    def _queue(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None,
+        partition: int | None,
+        headers: Iterable[tuple[str, bytes | None]],
+        timestamp_ms: int | None,
+        completion: _Completion,
+    ) -> None:
         if self._closing or self._stopped_reason is not None:
-            future.set_exception(
-                ProducerClosedError(self._stopped_reason or "cannot send after the producer is closed")
+            _complete(
+                completion,
+                None,
+                ProducerClosedError(self._stopped_reason or "cannot send after the producer is closed"),
             )
-            return future
+            return
         if type(value) is not bytes and value is not None:
             value = _as_bytes(value, "value")
         if type(key) is not bytes and key is not None:
@@ -313,8 +359,8 @@ class Producer:
             raise ValueError(f"invalid timestamp {timestamp_ms}: timestamps must be non-negative or None")
         record_headers = _headers(headers) if headers else ()
         chunk = self._chunk
-        chunk.append(OutgoingRecord(topic, partition, key, value, record_headers, timestamp_ms, future))
-        self._outstanding.add(future)
+        chunk.append(OutgoingRecord(topic, partition, key, value, record_headers, timestamp_ms, completion))
+        self._outstanding.add(completion)
         self._buffered_bytes += (
             (0 if key is None else len(key)) + (0 if value is None else len(value)) + _RECORD_ALLOWANCE
         )
@@ -322,8 +368,8 @@ class Producer:
             self._hand_over()
         elif not self._handover_scheduled:
             self._handover_scheduled = True
-            loop.call_soon(self._hand_over)
-        return future
+            assert self._loop is not None
+            self._loop.call_soon(self._hand_over)
 
     async def enqueue(
         self,
@@ -339,6 +385,38 @@ class Producer:
         acknowledgement; ``ProducerTimeoutError``/``BufferExhaustedError`` when a wait runs out.
         After every full chunk it gives the event loop one turn, so a loop of ``await enqueue(...)``
         keeps the actor fed."""
+        if self._buffered_bytes >= self.config.buffer_memory or not self._knows(topic):
+            await self._wait_to_send(topic)
+        future = self.send_nowait(topic, value, key, partition, headers, timestamp_ms)
+        if not self._chunk:
+            await _YieldToLoop()  # a chunk was just handed over
+        return future
+
+    async def send_with_callback(
+        self,
+        topic: str,
+        value: bytes | None,
+        callback: SendCallback,
+        key: bytes | None = None,
+        partition: int | None = None,
+        headers: Iterable[tuple[str, bytes | None]] = (),
+        timestamp_ms: int | None = None,
+    ) -> None:
+        """Kafka's ``send(record, callback)``: waits as ``enqueue`` does, then queues the record;
+        its outcome goes to ``callback`` (see ``send_nowait_with_callback``). A tool sending many
+        records uses this: no future per record, and no event-loop turn per completion."""
+        if self._buffered_bytes >= self.config.buffer_memory or not self._knows(topic):
+            await self._wait_to_send(topic)  # a coroutine only when it may wait: this runs per record
+        self.send_nowait_with_callback(topic, value, callback, key, partition, headers, timestamp_ms)
+        if not self._chunk:
+            await _YieldToLoop()  # a chunk was just handed over
+
+    def _knows(self, topic: str) -> bool:
+        metadata = self._metadata
+        return metadata is not None and metadata.topic_info(topic) is not None
+
+    async def _wait_to_send(self, topic: str) -> None:
+        """Kafka's blocking part of ``send``: for buffer.memory, then for the topic's metadata."""
         if self._buffered_bytes >= self.config.buffer_memory:
             await self._wait_for_space()
         metadata = self._metadata
@@ -349,10 +427,6 @@ class Producer:
             and self._can_wait_on_metadata()
         ):
             await self.partitions_for(topic)
-        future = self.send_nowait(topic, value, key, partition, headers, timestamp_ms)
-        if not self._chunk:
-            await _YieldToLoop()  # a chunk was just handed over
-        return future
 
     async def send(
         self,
@@ -373,13 +447,12 @@ class Producer:
         if self._producer_ref is None:
             return
         self._hand_over()
-        pending = list(self._outstanding)
-        if not pending:
+        if not self._outstanding:
             return
         system = self._node.system
         system.tell(self._producer_ref, BeginFlush())
         try:
-            await asyncio.wait(pending)
+            await self._wait_outstanding()
         finally:
             if self._stopped_reason is None:
                 system.tell(self._producer_ref, EndFlush())
@@ -450,19 +523,30 @@ class Producer:
 
     def _deliver(self, message: ProducerResults) -> None:
         outstanding = self._outstanding
+        waits = self._waits
         released = 0
         for outcome in message.outcomes:
-            for completion, result in outcome.results():
-                future: asyncio.Future[RecordMetadata] = completion  # type: ignore[assignment]
-                outstanding.discard(future)
-                if future.done():
-                    continue  # cancelled by its caller; the record was produced regardless
-                if isinstance(result, RecordMetadata):
-                    future.set_result(result)
-                else:
-                    future.set_exception(result)
-            for entry in outcome.records:
-                released += max(entry[2], 0) + max(entry[3], 0) + _RECORD_ALLOWANCE
+            # BatchOutcome.results() inlined: this loop runs once per record sent.
+            error = outcome.error
+            topic, partition, base = outcome.topic, outcome.partition, outcome.base_offset
+            append_time = outcome.log_append_time_ms
+            metadata: RecordMetadata | None = None
+            for index, (completion, timestamp, key_size, value_size) in enumerate(outcome.records):
+                released += max(0, key_size) + max(0, value_size)
+                outstanding.discard(completion)
+                if waits:
+                    self._flushed(completion)
+                if error is None:
+                    metadata = RecordMetadata(
+                        topic,
+                        partition,
+                        base + index if base >= 0 else -1,
+                        append_time if append_time >= 0 else timestamp,
+                        key_size,
+                        value_size,
+                    )
+                _complete(completion, metadata, error)  # type: ignore[arg-type]
+            released += _RECORD_ALLOWANCE * len(outcome.records)
         self._buffered_bytes -= released
         if self._buffered_bytes < self.config.buffer_memory:
             self._space.set()
@@ -470,17 +554,28 @@ class Producer:
             self._stopped_reason = "the producer stopped (see the log for why)"
             self._fail_outstanding(ProducerClosedError(self._stopped_reason))
 
+    def _flushed(self, completion: object) -> None:
+        """A record completed while someone waits for the records outstanding at their call."""
+        for wait in list(self._waits):
+            remaining, done = wait
+            remaining.discard(completion)
+            if not remaining:
+                self._waits.remove(wait)
+                if not done.done():
+                    done.set_result(None)
+
     def _fail_outstanding(self, error: ProducerError) -> None:
         for record in self._chunk:
-            future = record.completion
-            assert isinstance(future, asyncio.Future)
-            self._outstanding.discard(future)
-            if not future.done():
-                future.set_exception(error)
+            completion: _Completion = record.completion  # type: ignore[assignment]
+            self._outstanding.discard(completion)
+            if self._waits:
+                self._flushed(completion)
+            _complete(completion, None, error)
         self._chunk = []
-        for future in list(self._outstanding):
-            if not future.done():
-                future.set_exception(error)
+        for completion in list(self._outstanding):
+            if self._waits:
+                self._flushed(completion)
+            _complete(completion, None, error)
         self._outstanding.clear()
         self._space.set()
 
@@ -503,9 +598,50 @@ class Producer:
                 continue
 
     async def _wait_outstanding(self) -> None:
-        pending = list(self._outstanding)
-        if pending:
-            await asyncio.wait(pending)
+        """Until every record outstanding now has completed (later ones are not waited for)."""
+        if not self._outstanding:
+            return
+        assert self._loop is not None
+        done: asyncio.Future[None] = self._loop.create_future()
+        wait = (set(self._outstanding), done)
+        self._waits.append(wait)
+        try:
+            await done
+        finally:
+            if wait in self._waits:
+                self._waits.remove(wait)
+
+
+class _CallbackCompletion:
+    """What a record sent with a callback completes (hashed by identity: one per record, even when
+    every record shares one callback, so flush can tell them apart)."""
+
+    __slots__ = ("callback",)
+
+    def __init__(self, callback: SendCallback) -> None:
+        self.callback = callback
+
+
+_Completion: TypeAlias = "asyncio.Future[RecordMetadata] | _CallbackCompletion"
+
+
+def _complete(completion: _Completion, metadata: RecordMetadata | None, error: ProducerError | None) -> None:
+    """Hand a record's outcome to its future or its callback."""
+    if type(completion) is _CallbackCompletion:
+        try:
+            completion.callback(metadata, error)
+        except Exception:  # noqa: BLE001 - any error of the caller's code
+            # As Kafka's producer does: a failing callback is logged, and the others still run.
+            _log.exception("error in a send callback")
+        return
+    future: asyncio.Future[RecordMetadata] = completion  # type: ignore[assignment]
+    if future.done():
+        return  # cancelled by its caller; the record was produced regardless
+    if error is None:
+        assert metadata is not None
+        future.set_result(metadata)
+    else:
+        future.set_exception(error)
 
 
 def _check_topic(topic: object) -> None:

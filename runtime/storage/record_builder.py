@@ -45,6 +45,19 @@ MAX_RECORD_OVERHEAD: Final = 21
 _UINT32: Final = struct.Struct(">I")
 
 
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    encode_varint(value, out)
+    return bytes(out)
+
+
+# The encodings of 0 .. _SMALL - 1, looked up rather than computed: a producer encodes four or five
+# varints per record (the length, two deltas, the key and value lengths) and nearly all are small.
+_SMALL: Final = 1 << 14
+_VARINTS: Final = tuple(_varint_bytes(value) for value in range(_SMALL))
+_NULL: Final = _varint_bytes(-1)  # the length of a null key or value
+
+
 @dataclass(frozen=True, slots=True)
 class SimpleRecord:
     """A record to be written: timestamp (ms, or -1 for none), key, value and headers."""
@@ -152,20 +165,63 @@ class RecordBatchBuilder:
 
     def append(self, record: SimpleRecord) -> int:
         """Add ``record``; return its offset delta."""
-        if self._count == 0:
-            self._first_timestamp = record.timestamp
-        if record.timestamp > self._max_timestamp:
-            self._max_timestamp = record.timestamp
+        return self.append_fields(record.timestamp, record.key, record.value, record.headers)
+
+    def append_fields(
+        self, timestamp: int, key: bytes | None, value: bytes | None, headers: Sequence[RecordHeader] = ()
+    ) -> int:
+        """``append`` without building a ``SimpleRecord`` (a producer's accumulator calls it once
+        per record). A record without headers whose numbers are all small is written from the
+        lookup table, a few appends to the area; any other goes through ``encode_record``."""
         offset_delta = self._count
-        encode_record(
-            self._area,
-            offset_delta,
-            record.timestamp - self._first_timestamp,
-            record.key,
-            record.value,
-            record.headers,
+        if offset_delta == 0:
+            self._first_timestamp = timestamp
+        if timestamp > self._max_timestamp:
+            self._max_timestamp = timestamp
+        timestamp_delta = timestamp - self._first_timestamp
+        key_size = 0 if key is None else len(key)
+        value_size = 0 if value is None else len(value)
+        if (
+            headers
+            or not 0 <= timestamp_delta < _SMALL
+            or offset_delta >= _SMALL
+            or key_size >= _SMALL
+            or value_size >= _SMALL
+        ):
+            encode_record(self._area, offset_delta, timestamp_delta, key, value, headers)
+            self._count = offset_delta + 1
+            return offset_delta
+        varints = _VARINTS
+        timestamp_varint = varints[timestamp_delta]
+        offset_varint = varints[offset_delta]
+        key_varint = _NULL if key is None else varints[key_size]
+        value_varint = _NULL if value is None else varints[value_size]
+        # attributes (1) + the four varints + key + value + the header count (1)
+        size = (
+            2
+            + len(timestamp_varint)
+            + len(offset_varint)
+            + len(key_varint)
+            + key_size
+            + len(value_varint)
+            + value_size
         )
-        self._count += 1
+        area = self._area
+        if size < _SMALL:
+            area += varints[size]
+        else:
+            encode_varint(size, area)
+        area.append(0)
+        area += timestamp_varint
+        area += offset_varint
+        area += key_varint
+        if key:
+            area += key
+        area += value_varint
+        if value:
+            area += value
+        area.append(0)
+        self._count = offset_delta + 1
         return offset_delta
 
     def build(

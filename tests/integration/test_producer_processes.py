@@ -29,7 +29,7 @@ from actors.common.protocol import FetchPartition, FetchRequest, FetchResponse
 from actors.common.types import TopicPartition
 from actors.server import zk_data
 from ops.clients.connection import ClientNode
-from ops.clients.producer import Producer
+from ops.clients.producer import Producer, SendCallback
 from runtime.storage.records import Record, iterate_batches
 from tests.support.process_cluster import SECRET, ProcessCluster
 from tests.support.producer_faults import ReplyDroppingTransport
@@ -298,6 +298,44 @@ async def test_the_client_api_against_real_brokers(cluster: ProcessCluster) -> N
     ]
     assert (record.key, record.value, record.timestamp) == (b"foobar", b"v", 42)
     assert [(h.key, h.value) for h in record.headers] == [("h", b"1"), ("n", None)]
+
+
+async def test_send_callbacks_against_real_brokers(
+    cluster: ProcessCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Kafka's ``send(record, callback)``: each callback gets its record's metadata (or its error)
+    once, a callback that raises is logged without stopping the others, flush waits for callback
+    records, and a send after close reaches its callback as ProducerClosedError."""
+    outcomes: list[tuple[int, RecordMetadata | None, ProducerError | None]] = []
+
+    def callback_for(number: int) -> SendCallback:
+        def done(metadata: RecordMetadata | None, error: ProducerError | None) -> None:
+            outcomes.append((number, metadata, error))
+            if number == 3:
+                raise RuntimeError("a callback that fails")
+
+        return done
+
+    config = {"max.request.size": 2_000, "client.id": "callbacks"}
+    async with Producer(bootstrap(cluster), secret=SECRET, config=config) as producer:
+        for number in range(200):
+            await producer.send_with_callback(TOPIC, value_of(number), callback_for(number), partition=1)
+        producer.send_nowait_with_callback(TOPIC, b"x" * 2_000, callback_for(-1))
+        await producer.flush()
+        assert len(outcomes) == 201  # flush returned only once every callback had run
+    producer.send_nowait_with_callback(TOPIC, b"late", callback_for(-2))
+
+    acknowledged = [(number, metadata) for number, metadata, error in outcomes if metadata is not None]
+    assert [number for number, _ in acknowledged] == list(range(200))
+    offsets = [metadata.offset for _, metadata in acknowledged]
+    assert offsets == list(range(offsets[0], offsets[0] + 200))
+    assert {metadata.partition for _, metadata in acknowledged} == {1}
+    failures = {number: error for number, metadata, error in outcomes if metadata is None}
+    assert isinstance(failures[-1], RecordTooLargeError)
+    assert isinstance(failures[-2], ProducerClosedError)
+    assert "error in a send callback" in caplog.text
+    records = await read_records(cluster, TopicPartition(TOPIC, 1))
+    assert [r.value for r in records if r.offset in set(offsets)] == [value_of(n) for n in range(200)]
 
 
 async def read_records(cluster: ProcessCluster, tp: TopicPartition) -> list[Record]:

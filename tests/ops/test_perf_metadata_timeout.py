@@ -9,7 +9,6 @@ failures arrived first and printed ``ERROR:`` lines before the tool's own line.
 
 from __future__ import annotations
 
-import asyncio
 from types import TracebackType
 from typing import Any
 
@@ -17,6 +16,7 @@ import pytest
 
 from actors.clients.producer.errors import MetadataTimeoutError, ProducerTimeoutError
 from ops.cli import perf
+from ops.clients.producer import SendCallback
 
 
 class _TopicGone:
@@ -24,7 +24,7 @@ class _TopicGone:
     first, then the next send raises after max.block.ms with the reason the user acts on."""
 
     def __init__(self, *, config: dict[str, object], **_: Any) -> None:
-        self.pending: list[asyncio.Future[Any]] = []
+        self.pending: list[SendCallback] = []
         self.sent = 0
 
     async def __aenter__(self) -> _TopicGone:
@@ -35,22 +35,16 @@ class _TopicGone:
     ) -> None:
         return None
 
-    async def enqueue(self, topic: str, value: bytes) -> asyncio.Future[Any]:
+    async def send_with_callback(self, topic: str, value: bytes, callback: SendCallback) -> None:
         self.sent += 1
         if self.sent > 8:
-            for waiting in self.pending:  # their deadlines pass first
-                waiting.set_exception(
-                    MetadataTimeoutError(f"topic {topic} not present in metadata after 2000 ms")
-                )
-            # Their callbacks run before this send gives up, as they did under load.
-            await asyncio.gather(*self.pending, return_exceptions=True)
+            for waiting in self.pending:  # their deadlines pass first, so their callbacks run first
+                waiting(None, MetadataTimeoutError(f"topic {topic} not present in metadata after 2000 ms"))
             raise ProducerTimeoutError(
                 f"topic {topic} not present in metadata after 2000 ms: no such topic (the brokers answer "
                 "UNKNOWN_TOPIC_OR_PARTITION): deleted, or never created"
             )
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.pending.append(future)
-        return future
+        self.pending.append(callback)
 
     async def flush(self) -> None:
         return None

@@ -23,7 +23,7 @@ from typing import Final, NamedTuple
 from actors.clients.producer.protocol import RecordEntry
 from actors.common.types import TopicPartition
 from runtime.storage.compression import CompressionType
-from runtime.storage.record_builder import MAX_RECORD_OVERHEAD, RecordBatchBuilder, SimpleRecord
+from runtime.storage.record_builder import MAX_RECORD_OVERHEAD, RecordBatchBuilder
 from runtime.storage.records import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -154,7 +154,7 @@ class ProducerBatch:
         if self.records and self._estimated_size + size_upper_bound > self._write_limit:
             self.full = True
             return False
-        builder.append(SimpleRecord(value, key, headers, timestamp))
+        builder.append_fields(timestamp, key, value, headers)
         self._estimated_size = builder.estimated_size_in_bytes
         self.records.append(
             (completion, timestamp, -1 if key is None else len(key), -1 if value is None else len(value))
