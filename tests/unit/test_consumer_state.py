@@ -1,0 +1,100 @@
+"""The consumer's SubscriptionState: fetched records become ConsumerRecords, are handed out in
+``max.poll.records`` chunks with positions moving past them, and partitions take turns."""
+
+from __future__ import annotations
+
+from actors.clients.consumer.config import OffsetResetStrategy
+from actors.clients.consumer.state import ConsumerRecord, SubscriptionState
+from actors.common.errors import ErrorCode
+from actors.common.protocol import FetchPartitionResponse
+from actors.common.types import TopicPartition
+from runtime.storage.record_builder import SimpleRecord, build_batch
+from runtime.storage.records import RecordHeader, TimestampType
+
+A = TopicPartition("t", 0)
+B = TopicPartition("t", 1)
+C = TopicPartition("t", 2)
+
+
+def _fetched(tp: TopicPartition, records: bytes) -> FetchPartitionResponse:
+    return FetchPartitionResponse(
+        topic=tp.topic, partition=tp.partition, error_code=ErrorCode.NONE, high_watermark=99, records=records
+    )
+
+
+def _values(tp: TopicPartition, first: int, count: int) -> bytes:
+    return build_batch(
+        [SimpleRecord(f"{tp.partition}:{first + i}".encode(), timestamp=5) for i in range(count)],
+        base_offset=first,
+        partition_leader_epoch=3,
+    )
+
+
+def _state(*tps: TopicPartition) -> SubscriptionState:
+    state = SubscriptionState(OffsetResetStrategy.EARLIEST)
+    state.assign(tps)
+    for tp in tps:
+        state.seek(tp, 0)
+    return state
+
+
+def test_fetched_records_become_consumer_records_from_the_fetch_offset_on() -> None:
+    state = _state(A)
+    state.seek(A, 2)
+    data = build_batch(
+        [
+            SimpleRecord(b"a", b"k", timestamp=7),
+            SimpleRecord(None, None, (RecordHeader("h", b"x"), RecordHeader("n", None)), 8),
+            SimpleRecord(b"c", timestamp=9),
+        ],
+        base_offset=1,
+        partition_leader_epoch=4,
+    )
+    assert not state.apply_fetch(A, 2, _fetched(A, data), check_crcs=True)
+    records, error = state.take(10)
+    assert error is None
+    assert records == [
+        ConsumerRecord("t", 0, 2, 8, TimestampType.CREATE_TIME, None, None, (("h", b"x"), ("n", None)), 4),
+        ConsumerRecord("t", 0, 3, 9, TimestampType.CREATE_TIME, None, b"c", (), 4),
+    ]
+    assert records[1].value == b"c"
+    assert records[1].leader_epoch == 4
+    assert state.position(A) == 4
+
+
+def test_log_append_time_batches_give_every_record_the_batch_max_timestamp() -> None:
+    state = _state(A)
+    data = build_batch(
+        [SimpleRecord(b"a", timestamp=1), SimpleRecord(b"b", timestamp=2)],
+        timestamp_type=TimestampType.LOG_APPEND_TIME,
+        log_append_time=1234,
+    )
+    state.apply_fetch(A, 0, _fetched(A, data), check_crcs=True)
+    records, _ = state.take(10)
+    assert [(r.timestamp, r.timestamp_type) for r in records] == [(1234, TimestampType.LOG_APPEND_TIME)] * 2
+
+
+def test_a_corrupt_batch_is_an_error_for_the_next_poll() -> None:
+    state = _state(A)
+    data = bytearray(_values(A, 0, 3))
+    data[-2] ^= 0x01
+    state.apply_fetch(A, 0, _fetched(A, bytes(data)), check_crcs=True)
+    records, error = state.take(10)
+    assert records == []
+    assert error is not None
+    assert error.error_code is ErrorCode.CORRUPT_MESSAGE
+    assert state.position(A) == 0
+
+
+def test_records_are_handed_out_in_chunks_and_positions_follow() -> None:
+    state = _state(A)
+    state.apply_fetch(A, 0, _fetched(A, _values(A, 0, 7)), check_crcs=True)
+    first, _ = state.take(3)
+    assert [r.offset for r in first] == [0, 1, 2]
+    assert state.position(A) == 3
+    assert A not in state.fetchable()  # records still buffered: not fetched again yet
+    second, _ = state.take(3)
+    third, _ = state.take(3)
+    assert [r.offset for r in second + third] == [3, 4, 5, 6]
+    assert state.position(A) == 7
+    assert A in state.fetchable()
