@@ -98,3 +98,20 @@ def test_records_are_handed_out_in_chunks_and_positions_follow() -> None:
     assert [r.offset for r in second + third] == [3, 4, 5, 6]
     assert state.position(A) == 7
     assert A in state.fetchable()
+
+
+def test_partitions_take_turns_once_their_buffer_is_drained() -> None:
+    state = _state(A, B, C)
+    for tp in (A, B, C):
+        state.apply_fetch(tp, 0, _fetched(tp, _values(tp, 0, 2)), check_crcs=True)
+    taken, _ = state.take(2)
+    assert {r.partition for r in taken} == {0}
+    # A is fetched again at once and its records are back before B's and C's were handed out:
+    # B and C come first all the same, then A.
+    state.apply_fetch(A, 2, _fetched(A, _values(A, 2, 2)), check_crcs=True)
+    order = []
+    while state.has_buffered():
+        chunk, _ = state.take(2)
+        order.append(sorted({(r.partition, r.offset) for r in chunk}))
+    assert order == [[(1, 0), (1, 1)], [(2, 0), (2, 1)], [(0, 2), (0, 3)]]
+    assert [state.position(tp) for tp in (A, B, C)] == [4, 2, 2]

@@ -11,7 +11,10 @@ Kafka's ``SubscriptionState`` plus the completed-fetch buffer of its ``Fetcher``
   from (a seek meanwhile makes it stale); records before the fetch offset (a batch starting
   earlier) are skipped; the position moves as records are handed out by ``take``, never before;
 * OFFSET_OUT_OF_RANGE resets the position with ``auto.offset.reset`` (``none``: the error is kept
-  for the next poll to raise).
+  for the next poll to raise);
+* partitions take turns: ``take`` hands out buffers in order and a partition it drains goes to the
+  back, so one partition fetched again at once cannot hold back the others' records (whose
+  partitions, meanwhile, are not fetched).
 """
 
 from __future__ import annotations
@@ -167,19 +170,31 @@ class SubscriptionState:
 
     def take(self, max_records: int) -> tuple[list[ConsumerRecord], KafkaError | None]:
         """Hand out up to ``max_records`` buffered records, moving positions past them; a stored
-        error is raised once, after the records before it."""
+        error is raised once, after the records before it. A partition whose buffer this empties
+        goes to the back of the order, so every partition's records are handed out in turn (as
+        Kafka's fetcher drains its completed fetches in the order they came)."""
         taken: list[ConsumerRecord] = []
-        for state in self.partitions.values():
-            while state.buffered and len(taken) < max_records:
-                record = state.buffered.popleft()
-                taken.append(record)
-                state.position = record.offset + 1
-            if state.error is not None and not state.buffered and not taken:
+        drained: list[TopicPartition] = []
+        error: KafkaError | None = None
+        for tp, state in self.partitions.items():
+            buffered = state.buffered
+            if buffered:
+                wanted = max_records - len(taken)
+                if len(buffered) <= wanted:
+                    taken += buffered
+                    buffered.clear()
+                    drained.append(tp)
+                else:
+                    taken += [buffered.popleft() for _ in range(wanted)]
+                state.position = taken[-1].offset + 1
+            if state.error is not None and not buffered and not taken:
                 error, state.error = state.error, None
-                return taken, error
+                break
             if len(taken) >= max_records:
                 break
-        return taken, None
+        for tp in drained:
+            self.partitions[tp] = self.partitions.pop(tp)
+        return taken, error
 
 
 def _decode(tp: TopicPartition, data: bytes, fetch_offset: int, *, check_crcs: bool) -> list[ConsumerRecord]:
