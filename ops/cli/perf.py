@@ -57,17 +57,10 @@ _REPORT_INTERVAL_MS = 5_000
 
 
 @dataclass
-class _Window:
-    started_ns: int
-    count: int = 0
-    bytes: int = 0
-    latency_sum: float = 0.0
-    latency_max: float = 0.0
-
-
-@dataclass
 class ProducerPerfStats:
-    """Kafka's ``Stats``: totals, windows of ``reporting_interval_ms``, every latency."""
+    """Kafka's ``Stats``: totals, windows of ``reporting_interval_ms``, every latency. ``record``
+    runs once per record: the window is kept as the totals at its start plus its own maximum, so a
+    record costs a few additions and comparisons."""
 
     record_size: int
     started_ns: int
@@ -76,35 +69,50 @@ class ProducerPerfStats:
     latencies_ms: array[float] = field(default_factory=lambda: array("d"))
     count: int = 0
     errors: int = 0
-    bytes: int = 0
     latency_sum: float = 0.0
     latency_max: float = 0.0
-    window: _Window | None = None
     finished_ns: int = 0
+    # The current window: when it started (at its first record), the count and latency sum before
+    # it, and its largest latency; -1 before the first record.
+    window_started_ns: int = -1
+    window_count: int = 0
+    window_latency_sum: float = 0.0
+    window_latency_max: float = 0.0
+    _window_end_ns: int = 0
+
+    @property
+    def bytes(self) -> int:
+        return self.count * self.record_size
 
     def record(self, latency_ms: float, now_ns: int) -> None:
         self.count += 1
-        self.bytes += self.record_size
         self.latency_sum += latency_ms
-        self.latency_max = max(self.latency_max, latency_ms)
+        if latency_ms > self.latency_max:
+            self.latency_max = latency_ms
         self.latencies_ms.append(latency_ms)
-        window = self.window or _Window(now_ns)
-        self.window = window
-        window.count += 1
-        window.bytes += self.record_size
-        window.latency_sum += latency_ms
-        window.latency_max = max(window.latency_max, latency_ms)
-        if (now_ns - window.started_ns) / 1e6 >= self.reporting_interval_ms:
-            self.print_line(self._window_line(window, now_ns))
-            self.window = _Window(now_ns)
+        if self.window_started_ns < 0:
+            self._start_window(now_ns, self.count - 1, self.latency_sum - latency_ms)
+        if latency_ms > self.window_latency_max:
+            self.window_latency_max = latency_ms
+        if now_ns >= self._window_end_ns:
+            self.print_line(self._window_line(now_ns))
+            self._start_window(now_ns, self.count, self.latency_sum)
 
-    def _window_line(self, window: _Window, now_ns: int) -> str:
-        seconds = max((now_ns - window.started_ns) / 1e9, 1e-9)
+    def _start_window(self, now_ns: int, count: int, latency_sum: float) -> None:
+        self.window_started_ns = now_ns
+        self.window_count = count
+        self.window_latency_sum = latency_sum
+        self.window_latency_max = 0.0
+        self._window_end_ns = now_ns + self.reporting_interval_ms * 1_000_000
+
+    def _window_line(self, now_ns: int) -> str:
+        seconds = max((now_ns - self.window_started_ns) / 1e9, 1e-9)
+        count = self.count - self.window_count
         return (
-            f"{window.count} records sent, {window.count / seconds:.1f} records/sec "
-            f"({window.bytes / seconds / 1024 / 1024:.2f} MB/sec), "
-            f"{window.latency_sum / max(window.count, 1):.1f} ms avg latency, "
-            f"{window.latency_max:.1f} ms max latency."
+            f"{count} records sent, {count / seconds:.1f} records/sec "
+            f"({count * self.record_size / seconds / 1024 / 1024:.2f} MB/sec), "
+            f"{(self.latency_sum - self.window_latency_sum) / max(count, 1):.1f} ms avg latency, "
+            f"{self.window_latency_max:.1f} ms max latency."
         )
 
     def final_line(self, now_ns: int) -> str:

@@ -124,6 +124,9 @@ _CHUNK_RECORDS: Final = 512
 # How long a close caused by cancellation (Ctrl-C, SIGTERM in a tool) lets pending records finish
 # before failing them: the tools promise to end within a second of the signal.
 _INTERRUPTED_CLOSE_S: Final = 0.3
+# Builds a NamedTuple from a tuple of its fields, without the generated ``__new__``'s argument
+# handling: the two made per record (OutgoingRecord, RecordMetadata) cost half as much this way.
+_new_tuple: Final[Any] = tuple.__new__
 
 
 class _YieldToLoop:
@@ -359,7 +362,11 @@ class Producer:
             raise ValueError(f"invalid timestamp {timestamp_ms}: timestamps must be non-negative or None")
         record_headers = _headers(headers) if headers else ()
         chunk = self._chunk
-        chunk.append(OutgoingRecord(topic, partition, key, value, record_headers, timestamp_ms, completion))
+        chunk.append(
+            _new_tuple(
+                OutgoingRecord, (topic, partition, key, value, record_headers, timestamp_ms, completion)
+            )
+        )
         self._outstanding.add(completion)
         self._buffered_bytes += (
             (0 if key is None else len(key)) + (0 if value is None else len(value)) + _RECORD_ALLOWANCE
@@ -537,13 +544,16 @@ class Producer:
                 if waits:
                     self._flushed(completion)
                 if error is None:
-                    metadata = RecordMetadata(
-                        topic,
-                        partition,
-                        base + index if base >= 0 else -1,
-                        append_time if append_time >= 0 else timestamp,
-                        key_size,
-                        value_size,
+                    metadata = _new_tuple(
+                        RecordMetadata,
+                        (
+                            topic,
+                            partition,
+                            base + index if base >= 0 else -1,
+                            append_time if append_time >= 0 else timestamp,
+                            key_size,
+                            value_size,
+                        ),
                     )
                 _complete(completion, metadata, error)  # type: ignore[arg-type]
             released += _RECORD_ALLOWANCE * len(outcome.records)

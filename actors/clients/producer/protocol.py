@@ -64,10 +64,10 @@ RecordEntry: TypeAlias = tuple[object, int, int, int]
 serialized key size, serialized value size)``, sizes -1 for a null key/value (as Kafka reports)."""
 
 
-@dataclass(frozen=True, slots=True)
-class RecordMetadata:
+class RecordMetadata(NamedTuple):
     """Where an acknowledged record was written. ``offset`` is -1 when it is not known (acks=0).
-    ``timestamp`` is the record's CreateTime, or the broker's LogAppendTime for such topics."""
+    ``timestamp`` is the record's CreateTime, or the broker's LogAppendTime for such topics. A
+    NamedTuple for the reason ``OutgoingRecord`` is one: a producer makes one per record."""
 
     topic: str
     partition: int
