@@ -127,3 +127,18 @@ def test_followers_rebuild_the_same_state_from_replicated_batches() -> None:
         leader.append_as_leader(_produce(sequence, b"v"), 2, now_ms=0, wall_clock_ms=BASE_TIME_MS)
     follower.append_as_follower(leader.read(0, 1 << 20).records, now_ms=0)
     assert follower.producer_state.producers == leader.producer_state.producers
+
+
+def test_a_prepared_append_leaves_the_state_alone_until_applied() -> None:
+    """prepare works on copies of the entries: an append that fails later (on disk, say) must not
+    have advanced the producer's sequence, and a snapshot must not move with later appends."""
+    manager = ProducerStateManager()
+    _apply(manager, _header(0, 3))
+    manager.take_snapshot(3)
+    prepared = manager.prepare([_header(3, 2, base_offset=3), _header(5, 1, base_offset=5)], from_client=True)
+    assert manager.producers[7].last_sequence == 2
+    assert prepared.updated[7].last_sequence == 5
+    manager.apply(prepared, 6)
+    assert manager.producers[7].last_sequence == 5
+    assert manager.restore_latest_snapshot(3) == 3
+    assert (manager.producers[7].last_sequence, len(manager.producers[7].batches)) == (2, 1)
