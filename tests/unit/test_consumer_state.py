@@ -92,26 +92,69 @@ def test_records_are_handed_out_in_chunks_and_positions_follow() -> None:
     first, _ = state.take(3)
     assert [r.offset for r in first] == [0, 1, 2]
     assert state.position(A) == 3
-    assert A not in state.fetchable()  # records still buffered: not fetched again yet
     second, _ = state.take(3)
     third, _ = state.take(3)
     assert [r.offset for r in second + third] == [3, 4, 5, 6]
     assert state.position(A) == 7
-    assert A in state.fetchable()
+    assert not state.has_buffered()
 
 
-def test_partitions_take_turns_once_their_buffer_is_drained() -> None:
+def test_the_next_fetch_goes_out_while_one_fetch_is_buffered_never_two() -> None:
+    state = _state(A)
+    state.apply_fetch(A, 0, _fetched(A, _values(A, 0, 4)), check_crcs=True)
+    assert state.fetchable() == [A]
+    assert state.fetch_offset(A) == 4  # after the buffered records
+    assert state.position(A) == 0
+    state.apply_fetch(A, 4, _fetched(A, _values(A, 4, 4)), check_crcs=True)
+    assert state.fetchable() == []  # two fetches buffered
+    taken, _ = state.take(3)
+    assert [r.offset for r in taken] == [0, 1, 2]
+    assert state.fetchable() == []
+    taken, _ = state.take(3)
+    assert [r.offset for r in taken] == [3]  # the first fetch's last record: a poll ends there
+    assert state.fetchable() == [A]
+    assert state.fetch_offset(A) == 8
+    taken, _ = state.take(10)
+    assert [r.offset for r in taken] == [4, 5, 6, 7]
+    assert state.position(A) == 8
+
+
+def test_a_fetch_ahead_from_before_a_seek_is_dropped() -> None:
+    state = _state(A)
+    state.apply_fetch(A, 0, _fetched(A, _values(A, 0, 4)), check_crcs=True)
+    state.seek(A, 2)
+    state.apply_fetch(A, 4, _fetched(A, _values(A, 4, 4)), check_crcs=True)  # sent before the seek
+    assert not state.has_buffered()
+    assert state.fetch_offset(A) == 2
+
+
+def test_an_error_on_a_fetch_ahead_waits_for_the_buffered_records() -> None:
+    state = _state(A)
+    state.apply_fetch(A, 0, _fetched(A, _values(A, 0, 2)), check_crcs=True)
+    out_of_range = FetchPartitionResponse(
+        topic=A.topic, partition=A.partition, error_code=ErrorCode.OFFSET_OUT_OF_RANGE
+    )
+    assert not state.apply_fetch(A, 2, out_of_range, check_crcs=True)
+    assert state.fetchable() == []  # not again ahead: from the position, once they are out
+    taken, error = state.take(10)
+    assert [r.offset for r in taken] == [0, 1]
+    assert error is None
+    assert state.fetchable() == [A]
+    assert state.fetch_offset(A) == 2
+    state.apply_fetch(A, 2, out_of_range, check_crcs=True)  # now it resets (earliest)
+    assert state.position(A) is None
+    assert state.needs_reset() == {A: OffsetResetStrategy.EARLIEST}
+
+
+def test_fetches_are_handed_out_in_turn() -> None:
     state = _state(A, B, C)
     for tp in (A, B, C):
         state.apply_fetch(tp, 0, _fetched(tp, _values(tp, 0, 2)), check_crcs=True)
-    taken, _ = state.take(2)
-    assert {r.partition for r in taken} == {0}
-    # A is fetched again at once and its records are back before B's and C's were handed out:
-    # B and C come first all the same, then A.
+    # A's next fetch comes back before anything was handed out: it is taken after B's and C's.
     state.apply_fetch(A, 2, _fetched(A, _values(A, 2, 2)), check_crcs=True)
     order = []
     while state.has_buffered():
-        chunk, _ = state.take(2)
-        order.append(sorted({(r.partition, r.offset) for r in chunk}))
-    assert order == [[(1, 0), (1, 1)], [(2, 0), (2, 1)], [(0, 2), (0, 3)]]
+        chunk, _ = state.take(10)
+        order.append([(r.partition, r.offset) for r in chunk])
+    assert order == [[(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)], [(0, 2), (0, 3)]]
     assert [state.position(tp) for tp in (A, B, C)] == [4, 2, 2]

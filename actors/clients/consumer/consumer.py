@@ -465,7 +465,7 @@ class ConsumerActor(Actor[ConsumerMessage]):
             if leader not in self._fetching and self._backoff_until.get(leader, 0) <= ctx.now_ms:
                 by_node.setdefault(leader, []).append(tp)
         for node, tps in by_node.items():
-            offsets = tuple((tp, self.subscriptions.position(tp) or 0) for tp in tps)
+            offsets = tuple((tp, self.subscriptions.fetch_offset(tp) or 0) for tp in tps)
             request = FetchRequest(
                 replica_id=-1,
                 max_wait_ms=self.config.fetch_max_wait_ms,

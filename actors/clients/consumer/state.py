@@ -4,12 +4,17 @@ Kafka's ``SubscriptionState`` plus the completed-fetch buffer of its ``Fetcher``
 
 * each assigned partition has a *position* (the offset of the next record ``poll`` returns) or a
   pending reset (earliest / latest) that a ListOffsets answer resolves;
-* a partition is *fetchable* when it has a position, is not paused and has nothing buffered
-  (Kafka fetches a partition again only once its previous records were handed out), so memory
-  stays bounded by one fetch per partition;
-* a fetch answer is applied only if the partition is still assigned at the offset it was fetched
-  from (a seek meanwhile makes it stale); records before the fetch offset (a batch starting
+* a partition is *fetchable* when it has a position, is not paused, has no error and holds the
+  records of at most one fetch: the next fetch goes out while the previous one's records are
+  handed out (Kafka sends it only once they all were, then decodes lazily as poll goes; decoding
+  here is done as a fetch arrives, so the fetch ahead keeps the broker busy meanwhile). Memory
+  stays bounded by two fetches per partition;
+* the next fetch of a partition starts after its last buffered record (its position when none);
+  a fetch answer is applied only if the partition is still assigned and would be fetched from that
+  same offset (a seek meanwhile makes it stale); records before the fetch offset (a batch starting
   earlier) are skipped; the position moves as records are handed out by ``take``, never before;
+* an error answering a fetch ahead, while records are still buffered, is left for the fetch made
+  from the position once they are handed out (so an out-of-range reset never drops them);
 * OFFSET_OUT_OF_RANGE resets the position with ``auto.offset.reset`` (``none``: the error is kept
   for the next poll to raise);
 * partitions take turns: ``take`` hands out buffers in order and a partition it drains goes to the
@@ -58,7 +63,21 @@ class PartitionPosition:
     high_watermark: int = -1
     log_start_offset: int = -1
     buffered: deque[ConsumerRecord] = field(default_factory=deque)
+    # How many records of each fetch are still buffered, oldest first.
+    fetch_counts: deque[int] = field(default_factory=deque)
+    # A fetch ahead failed: fetch again only from the position, once the buffer is empty.
+    ahead_failed: bool = False
     error: KafkaError | None = None
+
+    @property
+    def fetch_offset(self) -> int | None:
+        """Where the next fetch starts: after the last buffered record, else at the position."""
+        return self.buffered[-1].offset + 1 if self.buffered else self.position
+
+    def clear_buffer(self) -> None:
+        self.buffered.clear()
+        self.fetch_counts.clear()
+        self.ahead_failed = False
 
 
 class SubscriptionState:
@@ -89,12 +108,12 @@ class SubscriptionState:
             raise KafkaError(ErrorCode.INVALID_REQUEST, f"seek offset must not be negative, got {offset}")
         state = self._state(tp)
         state.position, state.reset, state.error = offset, None, None
-        state.buffered.clear()
+        state.clear_buffer()
 
     def request_reset(self, tp: TopicPartition, strategy: OffsetResetStrategy) -> None:
         state = self._state(tp)
         state.position, state.reset, state.error = None, strategy, None
-        state.buffered.clear()
+        state.clear_buffer()
 
     def pause(self, tps: Iterable[TopicPartition], paused: bool) -> None:
         for tp in tps:
@@ -104,6 +123,15 @@ class SubscriptionState:
 
     def position(self, tp: TopicPartition) -> int | None:
         return self._state(tp).position
+
+    def fetch_offset(self, tp: TopicPartition) -> int | None:
+        return self._state(tp).fetch_offset
+
+    def caught_up(self, tp: TopicPartition) -> bool:
+        """The partition's next fetch starts at the high watermark its last answer gave."""
+        state = self._state(tp)
+        offset = state.fetch_offset
+        return state.high_watermark >= 0 and offset is not None and offset >= state.high_watermark
 
     def needs_reset(self) -> dict[TopicPartition, OffsetResetStrategy]:
         return {
@@ -116,7 +144,10 @@ class SubscriptionState:
         return [
             tp
             for tp, s in self.partitions.items()
-            if s.position is not None and not s.paused and not s.buffered and s.error is None
+            if s.position is not None
+            and not s.paused
+            and s.error is None
+            and (not s.buffered or (len(s.fetch_counts) == 1 and not s.ahead_failed))
         ]
 
     def has_buffered(self) -> bool:
@@ -135,19 +166,25 @@ class SubscriptionState:
     ) -> bool:
         """Apply a partition's fetch answer; True when it says the metadata is stale."""
         state = self.partitions.get(tp)
-        if state is None or state.position != fetch_offset or state.buffered:
-            return False  # unassigned, sought elsewhere meanwhile, or already buffered
+        if state is None or state.position is None or state.fetch_offset != fetch_offset:
+            return False  # unassigned, or sought elsewhere meanwhile
         error = data.error_code
         if error is ErrorCode.NONE:
             state.high_watermark = data.high_watermark
             state.log_start_offset = data.log_start_offset
             try:
-                state.buffered.extend(_decode(tp, data.records, fetch_offset, check_crcs=check_crcs))
+                records = _decode(tp, data.records, fetch_offset, check_crcs=check_crcs)
+                if records:
+                    state.buffered += records
+                    state.fetch_counts.append(len(records))
             except StorageError as corrupt:
                 state.error = KafkaError(
                     ErrorCode.CORRUPT_MESSAGE, f"{tp} at offset {fetch_offset}: {corrupt}"
                 )
             return False
+        if state.buffered:
+            state.ahead_failed = True
+            return bool(error.invalid_metadata or error is ErrorCode.NOT_LEADER_OR_FOLLOWER)
         if error is ErrorCode.OFFSET_OUT_OF_RANGE:
             if self.default_reset is OffsetResetStrategy.NONE:
                 state.error = KafkaError(
@@ -170,29 +207,35 @@ class SubscriptionState:
 
     def take(self, max_records: int) -> tuple[list[ConsumerRecord], KafkaError | None]:
         """Hand out up to ``max_records`` buffered records, moving positions past them; a stored
-        error is raised once, after the records before it. A partition whose buffer this empties
-        goes to the back of the order, so every partition's records are handed out in turn (as
-        Kafka's fetcher drains its completed fetches in the order they came)."""
+        error is raised once, after the records before it. Fetches are handed out in turn, as
+        Kafka's fetcher drains its completed fetches in the order they came: a partition gives
+        the records of its oldest fetch, and once they are all out it goes to the back."""
         taken: list[ConsumerRecord] = []
-        drained: list[TopicPartition] = []
+        done: list[TopicPartition] = []
         error: KafkaError | None = None
         for tp, state in self.partitions.items():
             buffered = state.buffered
             if buffered:
-                wanted = max_records - len(taken)
-                if len(buffered) <= wanted:
+                counts = state.fetch_counts
+                wanted = min(max_records - len(taken), counts[0])
+                if wanted == len(buffered):
                     taken += buffered
                     buffered.clear()
-                    drained.append(tp)
                 else:
                     taken += [buffered.popleft() for _ in range(wanted)]
                 state.position = taken[-1].offset + 1
+                counts[0] -= wanted
+                if counts[0] == 0:
+                    counts.popleft()
+                    done.append(tp)
+                if not buffered:
+                    state.ahead_failed = False
             if state.error is not None and not buffered and not taken:
                 error, state.error = state.error, None
                 break
             if len(taken) >= max_records:
                 break
-        for tp in drained:
+        for tp in done:
             self.partitions[tp] = self.partitions.pop(tp)
         return taken, error
 
