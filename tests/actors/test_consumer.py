@@ -166,3 +166,24 @@ async def test_commands_for_unassigned_partitions_change_nothing(cluster: InProc
     assert result.error is not None
     assert "not assigned" in str(result.error)
     assert (await position(cluster, ref, TP)).offset == 0
+
+
+async def test_a_fetch_held_at_the_log_end_does_not_hold_back_its_leaders_other_partitions(
+    cluster: InProcessCluster,
+) -> None:
+    quiet, busy = TopicPartition("pair", 0), TopicPartition("pair", 1)
+    await cluster.create_topic("pair", {0: (1, 2, 3), 1: (1, 2, 3)})  # broker 1 leads both
+    for value in (b"a", b"b", b"c"):  # three batches: one per fetch with a 1-byte partition limit
+        await produce(cluster, 1, busy, value)
+    ref = consumer(
+        cluster,
+        **{"auto.offset.reset": "earliest", "fetch.max.wait.ms": "20000", "max.partition.fetch.bytes": "1"},
+    )
+    cluster.client_node.tell(ref, Assign((quiet, busy)))
+    # Before any poll, two fetches buffer a and b; the quiet partition is then fetched alone, at
+    # its log end, and broker 1 holds that fetch for 20 s. Once a is handed out, c is fetched
+    # meanwhile, not after it.
+    await cluster.advance(1_000)
+    started_ms = cluster.clock.now_ms()
+    assert [v for _, _, v in await poll_values(cluster, ref, 3)] == [b"a", b"b", b"c"]
+    assert cluster.clock.now_ms() - started_ms < 5_000

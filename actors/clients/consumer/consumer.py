@@ -2,8 +2,11 @@
 
 It keeps the cluster metadata of the assigned topics, resolves offset resets with ListOffsets at
 each partition's leader, and keeps one Fetch in flight per leader for the fetchable partitions
-(``state.py``). ``Poll`` hands out buffered records at once, or parks until some arrive or
-its timeout passes. The application side (``ops/clients/consumer.py``) only tells and asks.
+(``state.py``), each partition in at most one. A fetch whose partitions were all caught up (at
+their high watermark) may be held by the leader for ``fetch.max.wait.ms``: it does not stop a
+fetch of that leader's other partitions, whose records would otherwise wait for it (Kafka waits).
+``Poll`` hands out buffered records at once, or parks until some arrive or its timeout passes. The
+application side (``ops/clients/consumer.py``) only tells and asks.
 
 Rules kept (Kafka 2.4's ``Fetcher``/``KafkaConsumer``):
 * consumer fetches (replica id -1) read below the high watermark only, so nothing returned can be
@@ -133,6 +136,7 @@ class _FetchAnswer:
     node: int
     offsets: tuple[tuple[TopicPartition, int], ...]
     response: FetchResponse | None
+    waits: bool  # every partition was caught up when sent: the leader may hold it fetch.max.wait.ms
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,7 +212,10 @@ class ConsumerActor(Actor[ConsumerMessage]):
             metadata_max_age_ms=config.metadata_max_age_ms, refresh_backoff_ms=config.retry_backoff_ms
         )
         self._metadata_attempts = 0
-        self._fetching: set[int] = set()
+        # Partitions in a fetch in flight, and per leader how many of its fetches in flight will
+        # be answered at once (some partition had records to read when sent).
+        self._in_flight: set[TopicPartition] = set()
+        self._busy: dict[int, int] = {}
         self._backoff_until: dict[int, int] = {}
         self._resetting: set[TopicPartition] = set()
         self._parked_poll: tuple[Requester, int] | None = None
@@ -462,10 +469,15 @@ class ConsumerActor(Actor[ConsumerMessage]):
             if leader is None:
                 self.metadata.request_update()
                 continue
-            if leader not in self._fetching and self._backoff_until.get(leader, 0) <= ctx.now_ms:
+            if (
+                tp not in self._in_flight
+                and not self._busy.get(leader)
+                and self._backoff_until.get(leader, 0) <= ctx.now_ms
+            ):
                 by_node.setdefault(leader, []).append(tp)
         for node, tps in by_node.items():
             offsets = tuple((tp, self.subscriptions.fetch_offset(tp) or 0) for tp in tps)
+            waits = all(self.subscriptions.caught_up(tp) for tp in tps)
             request = FetchRequest(
                 replica_id=-1,
                 max_wait_ms=self.config.fetch_max_wait_ms,
@@ -481,18 +493,22 @@ class ConsumerActor(Actor[ConsumerMessage]):
                     for tp, offset in offsets
                 ),
             )
-            self._fetching.add(node)
+            self._in_flight.update(tps)
+            if not waits:
+                self._busy[node] = self._busy.get(node, 0) + 1
             self.fetches_total += 1
             ctx.ask(
                 broker_ref(node),
                 request,
                 timeout_ms=self.config.request_timeout_ms + self.config.fetch_max_wait_ms,
-                on_reply=_fetch_answer(node, offsets),
-                on_failure=_fetch_answer(node, offsets),
+                on_reply=_fetch_answer(node, offsets, waits),
+                on_failure=_fetch_answer(node, offsets, waits),
             )
 
     def _on_fetch(self, ctx: Context[ConsumerMessage], message: _FetchAnswer) -> None:
-        self._fetching.discard(message.node)
+        self._in_flight.difference_update(tp for tp, _ in message.offsets)
+        if not message.waits:
+            self._busy[message.node] -= 1
         response = message.response
         if response is None:
             # The leader could not be reached: it may have moved. Refresh the metadata and leave
@@ -524,9 +540,11 @@ def _offsets_answer(
 
 
 def _fetch_answer(
-    node: int, offsets: tuple[tuple[TopicPartition, int], ...]
+    node: int, offsets: tuple[tuple[TopicPartition, int], ...], waits: bool
 ) -> Callable[[object], _FetchAnswer]:
-    return lambda reply: _FetchAnswer(node, offsets, reply if isinstance(reply, FetchResponse) else None)
+    return lambda reply: _FetchAnswer(
+        node, offsets, reply if isinstance(reply, FetchResponse) else None, waits
+    )
 
 
 def _not_assigned(tp: TopicPartition) -> KafkaError:
