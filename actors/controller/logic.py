@@ -1476,7 +1476,8 @@ class ControllerLogic:
             for tp in hosted
             if (lead := context.leadership.get(tp)) is not None and lead.leader == broker_id
         ]
-        followed = [tp for tp in hosted if tp not in led]
+        leading = set(led)  # a set: a list scan per hosted partition was quadratic
+        followed = [tp for tp in hosted if tp not in leading]
         yield from self.elect_leaders(led, ElectionKind.CONTROLLED_SHUTDOWN)
         for tp in followed:
             self.batch.add_stop_replica(broker_id, tp, delete=False)

@@ -7,9 +7,17 @@ import logging
 
 import pytest
 
+from actors.common.errors import ErrorCode
+from actors.common.protocol import BrokerEndpoint
 from actors.common.types import TopicPartition
 from actors.controller.logic import ControllerLogic
-from actors.controller.state import ControllerContext, LeaderIsrAndEpoch
+from actors.controller.state import (
+    ControllerContext,
+    LeaderIsrAndEpoch,
+    LiveBroker,
+    PartitionMachineState,
+    ReplicaMachineState,
+)
 from actors.server import zk_data
 from runtime.coordination.base import Stat
 from runtime.coordination.requests import WriteOutcome, ZkFencedSetMany, ZkGetMany
@@ -164,3 +172,57 @@ def test_a_resigning_controller_can_close_an_isr_notification_script() -> None:
     step = script.send(["isr_change_0000000001"])
     assert isinstance(step, ZkGetMany)
     script.close()  # what a resignation does to the running script
+
+
+def test_a_controlled_shutdown_sorts_its_partitions_in_linear_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Found by ``python -m ops.bench.scale``: the partitions a broker shutting down follows were
+    told from those it leads by a list scan, one TopicPartition comparison per (hosted, led)
+    pair: 2,000,000 for a broker with 3,000 partitions that leads 1,000 (a third of a second of the
+    controller's loop). Here 300 partitions, broker 1 leading 100: comparisons stay linear."""
+    partitions = 300
+    context = ControllerContext(controller_epoch=1, epoch_zk_version=0)
+    assignment = {p: tuple((p + i) % 3 + 1 for i in range(3)) for p in range(partitions)}
+    context.add_topic(TP.topic, assignment)
+    for broker_id in (1, 2, 3):
+        endpoint = BrokerEndpoint(broker_id=broker_id, host="127.0.0.1", port=9090 + broker_id)
+        context.live_brokers[broker_id] = LiveBroker(endpoint=endpoint, broker_epoch=10 + broker_id)
+    states = {}
+    for p, replicas in assignment.items():
+        tp = TopicPartition(TP.topic, p)
+        state = LeaderIsrAndEpoch(
+            leader=replicas[0], leader_epoch=0, isr=replicas, controller_epoch=1, zk_version=0
+        )
+        context.leadership[tp] = state
+        states[zk_data.partition_state_path(tp.topic, tp.partition)] = state
+        for broker_id in replicas:
+            context.replica_states[(tp, broker_id)] = ReplicaMachineState.ONLINE
+        context.partition_states[tp] = PartitionMachineState.ONLINE
+    comparisons = 0
+    compare = TopicPartition.__eq__
+
+    def counting_eq(self: TopicPartition, other: object) -> bool:
+        nonlocal comparisons
+        comparisons += 1
+        return compare(self, other)
+
+    script = logic_with(context).on_controlled_shutdown(1, 11)
+    monkeypatch.setattr(TopicPartition, "__eq__", counting_eq)
+    reply: object = None
+    error, remaining = None, None
+    try:
+        while True:
+            step = script.send(reply)
+            if isinstance(step, ZkGetMany):
+                reply = {path: state_znode(states[path]) for path in step.paths}
+            elif isinstance(step, ZkFencedSetMany):
+                reply = [
+                    WriteOutcome(path=path, new_version=version + 1) for path, _, version in step.updates
+                ]
+            else:
+                reply = None
+    except StopIteration as finished:
+        error, remaining = finished.value
+    monkeypatch.undo()
+    assert error is ErrorCode.NONE
+    assert remaining == []  # every leadership moved off broker 1
+    assert comparisons < 10 * partitions, comparisons
