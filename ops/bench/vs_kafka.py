@@ -27,15 +27,17 @@ a leader) and runs the same tools with the same options:
 Workloads (``--workloads`` takes names or shell patterns, ``100B-*``): 100 B and 1 KiB records,
 1 and 6 partitions, acks=1 and acks=all, no rate limit, each producer with its defaults otherwise
 (Kafka 3.9's and actorlog's are the same: batch.size 16384, linger.ms 0); 1 KiB workloads send a
-quarter of ``--records``. ``idle-acksall``: one record at a time, 100 B, 1 partition, acks=all,
-``linger.ms=0``, at 50 records/s (so each record is alone on the wire and the next leaves after
-the last was acknowledged), ``--idle-records`` of them. Both tools pace with Kafka's throttler,
-which counts from before the first send: the first send waits for the topic's metadata, and the
-records due meanwhile then leave in one burst (about that wait x 50 of them). They are why the
-idle run is 2,000 records long: on a quiet machine the wait is a few hundred ms, so the burst stays
-under 1 % of the records and out of the p99 (the tool's percentiles are all there is; it has no
-warm-up option in Kafka 3.9). Before its workloads each cluster takes
-an unmeasured warm-up of ``--warmup-records``, 100 B on 6 partitions, through every tool used on
+quarter of ``--records``. ``paced-100B-6p-acksall``: 100 B on 6 partitions, acks=all, paced at
+20,000 records/s (half of ``--records``): the latency at a rate both clusters sustain, where the
+unpaced runs' latencies only say how long the producer's buffer is. ``idle-acksall``: one record
+at a time, 100 B, 1 partition, acks=all, ``linger.ms=0``, at 50 records/s (so each record is alone
+on the wire and the next leaves after the last was acknowledged), ``--idle-records`` of them. Both
+tools pace with Kafka's throttler, which counts from before the first send: the first send waits for
+the topic's metadata, and the records due meanwhile then leave in one burst (about that wait x 50 of
+them). They are why the idle run is 2,000 records long: on a quiet machine the wait is a few hundred
+ms, so the burst stays under 1 % of the records and out of the p99 (the tool's percentiles are all
+there is; it has no warm-up option in Kafka 3.9). Before its workloads each cluster takes an
+unmeasured warm-up of ``--warmup-records``, 100 B on 6 partitions, through every tool used on
 it: a Kafka broker's JIT needs it (its first runs are about half as fast), and Kafka's first
 consumer group creates ``__consumer_offsets`` (50 partitions, RF 3), a one-off cost that would
 otherwise be charged to the first consume row.
@@ -105,6 +107,7 @@ ACTORLOG: Final = "actorlog"
 BROKERS: Final = 3
 CLUSTERS: Final = ("kafka", "actorlog")
 IDLE_RATE: Final = 50  # records/s of the idle workload: 20 ms apart, well above either's latency
+PACED_RATE: Final = 20_000  # records/s of the paced workload: below either's 6-partition rate here
 CONSUMER_TIMEOUT_MS: Final = 60_000
 PERF_TOOL_JVM_OPTIONS: Final = (
     "-Xmx512m", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20", "-XX:InitiatingHeapOccupancyPercent=35",
@@ -128,11 +131,12 @@ class Workload:
     partitions: int
     acks: Literal["1", "all"]
     idle: bool = False
+    rate: int | None = None  # records/s the tools pace to; None: as fast as they can
 
     @property
     def consumes(self) -> bool:
         """The acks=all throughput workloads also read their records back."""
-        return self.acks == "all" and not self.idle
+        return self.acks == "all" and self.rate is None
 
 
 _ACKS: Final[tuple[tuple[Literal["1", "all"], str], ...]] = (("1", "acks1"), ("all", "acksall"))
@@ -147,7 +151,11 @@ def _throughput_workloads() -> Iterator[Workload]:
 
 WORKLOADS: Final = {
     workload.name: workload
-    for workload in (*_throughput_workloads(), Workload("idle-acksall", 100, 1, "all", idle=True))
+    for workload in (
+        *_throughput_workloads(),
+        Workload("paced-100B-6p-acksall", 100, 6, "all", rate=PACED_RATE),
+        Workload("idle-acksall", 100, 1, "all", idle=True, rate=IDLE_RATE),
+    )
 }
 
 
@@ -160,6 +168,8 @@ class Sizes:
     def records_for(self, workload: Workload) -> int:
         if workload.idle:
             return self.idle_records
+        if workload.rate is not None:
+            return max(self.records // 2, 1)
         return max(self.records // 4, 1) if workload.record_size >= 1024 else self.records
 
     def describe(self, workload: Workload) -> str:
@@ -171,9 +181,10 @@ class Sizes:
             )
         partitions = "1 partition" if workload.partitions == 1 else f"{workload.partitions} partitions"
         reads = "; read back by the consumer tool" if workload.consumes else ""
+        rate = "no rate limit" if workload.rate is None else f"paced at {workload.rate:,} records/s"
         return (
             f"{workload.record_size:,} B records, {partitions}, RF 3, min.insync.replicas 2, "
-            f"acks={workload.acks}, {records}, no rate limit{reads}"
+            f"acks={workload.acks}, {records}, {rate}{reads}"
         )
 
 
@@ -336,7 +347,7 @@ class Bench:
         self, target: Target, tool: str, topic: str, workload: Workload, records: int, slug: str
     ) -> ToolOutcome:
         props = [f"acks={workload.acks}", *(["linger.ms=0"] if workload.idle else []), *self.producer_props]
-        throughput = str(IDLE_RATE) if workload.idle else "-1"
+        throughput = "-1" if workload.rate is None else str(workload.rate)
         common = ["--topic", topic, "--num-records", str(records), "--record-size", str(workload.record_size)]
         common += ["--throughput", throughput]
         if slug == "perf":
@@ -352,7 +363,9 @@ class Bench:
                 [*common, "--producer.config", str(target.client_properties), "--producer-props", *props],
                 jvm_options=PERF_TOOL_JVM_OPTIONS,
             )
-        timeout_s = _TOOL_TIMEOUT_BASE_S + records / (IDLE_RATE if workload.idle else _TOOL_SLOWEST_RATE)
+        timeout_s = _TOOL_TIMEOUT_BASE_S + records / min(
+            workload.rate or _TOOL_SLOWEST_RATE, _TOOL_SLOWEST_RATE
+        )
         return run_measured(
             argv,
             name=_file_name(target.system, workload.name, slug),

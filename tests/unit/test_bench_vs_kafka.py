@@ -260,14 +260,15 @@ def test_a_failed_run_is_a_row_marked_failed_and_its_reason_is_listed() -> None:
 
 
 def test_the_workloads_are_the_issues_and_chosen_by_name_or_pattern_in_table_order() -> None:
-    assert len(WORKLOADS) == 9
-    assert {(w.record_size, w.partitions, w.acks) for w in WORKLOADS.values() if not w.idle} == {
+    assert len(WORKLOADS) == 10
+    assert {(w.record_size, w.partitions, w.acks) for w in WORKLOADS.values() if w.rate is None} == {
         (size, partitions, acks) for size in (100, 1024) for partitions in (1, 6) for acks in ("1", "all")
     }
     assert [w.name for w in select_workloads("idle-acksall,100B-1p-*")] == [
         "100B-1p-acks1", "100B-1p-acksall", "idle-acksall",
     ]  # fmt: skip
-    assert len(select_workloads("all")) == 9
+    assert len(select_workloads("all")) == 10
+    assert [w.rate for w in select_workloads("paced-*,idle-*")] == [20_000, 50]
     with pytest.raises(ValueError, match="no workload '2KiB-\\*'; the workloads are 100B-1p-acks1"):
         select_workloads("100B-1p-acks1,2KiB-*")
     with pytest.raises(ValueError, match="no workload chosen"):
@@ -281,6 +282,10 @@ def test_sizes_give_1_kib_a_quarter_and_the_idle_workload_its_own_count() -> Non
     assert QUICK.records < SIZES.records
     assert "read back by the consumer tool" in SIZES.describe(WORKLOADS["100B-1p-acksall"])
     assert "read back" not in SIZES.describe(WORKLOADS["100B-1p-acks1"])
+    paced = WORKLOADS["paced-100B-6p-acksall"]
+    assert SIZES.records_for(paced) == SIZES.records // 2
+    assert "paced at 20,000 records/s" in SIZES.describe(paced)
+    assert "read back" not in SIZES.describe(paced)  # the unpaced 6-partition run reads back already
 
 
 def test_the_warm_up_is_as_long_as_a_100_b_run_unless_told() -> None:
