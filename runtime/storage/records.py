@@ -537,9 +537,12 @@ def decode_record_rows(
     """Every record of one batch (``data`` holds exactly the batch) at or after ``from_offset``, as a
     plain ``(offset, timestamp, key, value, headers)`` tuple, headers as ``(key, value)`` pairs.
 
-    The consumer's path: the same layout checks and errors as ``decode_records``, without a
+    The consumer's path: it refuses exactly the batches ``decode_records`` refuses, without a
     ``Record`` per record, with one- and two-byte varints (every field of a record up to 8 KiB)
-    decoded inline rather than by a call. ``timestamp`` is the record's own, as in ``Record``."""
+    decoded inline rather than by a call. Fields are read without checking each against the
+    record's end: the cursor only moves forward, so a field running past it leaves the cursor past
+    it, which the check that the fields fill the record exactly refuses (a read past the batch is
+    caught as such). ``timestamp`` is the record's own, as in ``Record``."""
     where = f"the batch at byte {position} (base offset {header.base_offset})"
     area = decompress(header.compression, memoryview(data)[RECORD_BATCH_OVERHEAD:])
     count = header.records_count
@@ -551,92 +554,89 @@ def decode_record_rows(
     base_timestamp = header.base_timestamp
     cursor = 0
     end = len(area)
-    for index in range(count):
-        if cursor >= end:
-            raise CorruptRecordError(f"{where} declares {count} records but holds only {index}")
-        # Each varint: one byte (< 0x80), two bytes, else the general decoder (which also raises).
-        if (byte := area[cursor]) < 0x80:
-            length = (byte >> 1) ^ -(byte & 1)
-            cursor += 1
-        elif cursor + 1 < end and (high := area[cursor + 1]) < 0x80:
-            unsigned = (byte & 0x7F) | (high << 7)
-            length = (unsigned >> 1) ^ -(unsigned & 1)
-            cursor += 2
-        else:
-            length, cursor = _field(area, cursor, end, where)
-        record_end = cursor + length
-        if length <= 0 or record_end > end:
-            raise CorruptRecordError(
-                f"record {index} of {where} declares {length} bytes but {end - cursor} remain"
-            )
-        cursor += 1  # attributes: unused, always 0
-        if cursor < record_end and (byte := area[cursor]) < 0x80:
-            timestamp_delta = (byte >> 1) ^ -(byte & 1)
-            cursor += 1
-        elif cursor + 1 < record_end and (high := area[cursor + 1]) < 0x80:
-            unsigned = (byte & 0x7F) | (high << 7)
-            timestamp_delta = (unsigned >> 1) ^ -(unsigned & 1)
-            cursor += 2
-        else:
-            timestamp_delta, cursor = _field(area, cursor, record_end, where, MAX_VARLONG_BYTES)
-        if cursor < record_end and (byte := area[cursor]) < 0x80:
-            offset_delta = (byte >> 1) ^ -(byte & 1)
-            cursor += 1
-        elif cursor + 1 < record_end and (high := area[cursor + 1]) < 0x80:
-            unsigned = (byte & 0x7F) | (high << 7)
-            offset_delta = (unsigned >> 1) ^ -(unsigned & 1)
-            cursor += 2
-        else:
-            offset_delta, cursor = _field(area, cursor, record_end, where)
-        if cursor < record_end and (byte := area[cursor]) < 0x80:
-            key_length = (byte >> 1) ^ -(byte & 1)
-            cursor += 1
-        elif cursor + 1 < record_end and (high := area[cursor + 1]) < 0x80:
-            unsigned = (byte & 0x7F) | (high << 7)
-            key_length = (unsigned >> 1) ^ -(unsigned & 1)
-            cursor += 2
-        else:
-            key_length, cursor = _field(area, cursor, record_end, where)
-        key: bytes | None = None
-        if key_length >= 0:
-            if cursor + key_length > record_end:
+    index = 0
+    try:
+        for index in range(count):
+            if cursor >= end:
+                raise CorruptRecordError(f"{where} declares {count} records but holds only {index}")
+            byte = area[cursor]
+            if byte < 0x80:
+                length = (byte >> 1) ^ -(byte & 1)
+                cursor += 1
+            elif (high := area[cursor + 1]) < 0x80:
+                length = (((byte & 0x7F) | (high << 7)) >> 1) ^ -(byte & 1)
+                cursor += 2
+            else:
+                length, cursor = _field(area, cursor, end, where)
+            record_end = cursor + length
+            if length <= 0 or record_end > end:
                 raise CorruptRecordError(
-                    f"a record of {where} declares a {key_length}-byte field but {record_end - cursor} "
-                    "bytes remain in the record"
+                    f"record {index} of {where} declares {length} bytes but {end - cursor} remain"
                 )
-            key = area[cursor : cursor + key_length]
-            cursor += key_length
-        if cursor < record_end and (byte := area[cursor]) < 0x80:
-            value_length = (byte >> 1) ^ -(byte & 1)
-            cursor += 1
-        elif cursor + 1 < record_end and (high := area[cursor + 1]) < 0x80:
-            unsigned = (byte & 0x7F) | (high << 7)
-            value_length = (unsigned >> 1) ^ -(unsigned & 1)
-            cursor += 2
-        else:
-            value_length, cursor = _field(area, cursor, record_end, where)
-        value: bytes | None = None
-        if value_length >= 0:
-            if cursor + value_length > record_end:
+            byte = area[cursor + 1]  # after the attributes byte (unused, always 0)
+            if byte < 0x80:
+                timestamp_delta = (byte >> 1) ^ -(byte & 1)
+                cursor += 2
+            elif (high := area[cursor + 2]) < 0x80:
+                timestamp_delta = (((byte & 0x7F) | (high << 7)) >> 1) ^ -(byte & 1)
+                cursor += 3
+            else:
+                timestamp_delta, cursor = _field(area, cursor + 1, end, where, MAX_VARLONG_BYTES)
+            byte = area[cursor]
+            if byte < 0x80:
+                offset_delta = (byte >> 1) ^ -(byte & 1)
+                cursor += 1
+            elif (high := area[cursor + 1]) < 0x80:
+                offset_delta = (((byte & 0x7F) | (high << 7)) >> 1) ^ -(byte & 1)
+                cursor += 2
+            else:
+                offset_delta, cursor = _field(area, cursor, end, where)
+            byte = area[cursor]
+            if byte == 1:  # -1: no key, the common case
+                key: bytes | None = None
+                cursor += 1
+            else:
+                if byte < 0x80:
+                    key_length = (byte >> 1) ^ -(byte & 1)
+                    cursor += 1
+                elif (high := area[cursor + 1]) < 0x80:
+                    key_length = (((byte & 0x7F) | (high << 7)) >> 1) ^ -(byte & 1)
+                    cursor += 2
+                else:
+                    key_length, cursor = _field(area, cursor, end, where)
+                if key_length < 0:
+                    key = None
+                else:
+                    key = area[cursor : cursor + key_length]
+                    cursor += key_length
+            byte = area[cursor]
+            if byte < 0x80:
+                value_length = (byte >> 1) ^ -(byte & 1)
+                cursor += 1
+            elif (high := area[cursor + 1]) < 0x80:
+                value_length = (((byte & 0x7F) | (high << 7)) >> 1) ^ -(byte & 1)
+                cursor += 2
+            else:
+                value_length, cursor = _field(area, cursor, end, where)
+            value: bytes | None = None
+            if value_length >= 0:
+                value = area[cursor : cursor + value_length]
+                cursor += value_length
+            if cursor < record_end and area[cursor] == 0:  # no headers: the common case
+                cursor += 1
+                headers: tuple[tuple[str, bytes | None], ...] = ()
+            else:
+                headers, cursor = _row_headers(area, cursor, record_end, where, index)
+            if cursor != record_end:
                 raise CorruptRecordError(
-                    f"a record of {where} declares a {value_length}-byte field but "
-                    f"{record_end - cursor} bytes remain in the record"
+                    f"record {index} of {where} declares {length} bytes but its fields take "
+                    f"{length + cursor - record_end}"
                 )
-            value = area[cursor : cursor + value_length]
-            cursor += value_length
-        if cursor < record_end and area[cursor] == 0:  # no headers: the common case
-            cursor += 1
-            headers: tuple[tuple[str, bytes | None], ...] = ()
-        else:
-            headers, cursor = _row_headers(area, cursor, record_end, where, index)
-        if cursor != record_end:
-            raise CorruptRecordError(
-                f"record {index} of {where} declares {length} bytes but its fields take "
-                f"{length + cursor - record_end}"
-            )
-        offset = base_offset + offset_delta
-        if offset >= from_offset:
-            append((offset, base_timestamp + timestamp_delta, key, value, headers))
+            offset = base_offset + offset_delta
+            if offset >= from_offset:
+                append((offset, base_timestamp + timestamp_delta, key, value, headers))
+    except IndexError:
+        raise CorruptRecordError(f"record {index} of {where} ends inside a field") from None
     if cursor != end:
         raise CorruptRecordError(f"{where} declares {count} records but {end - cursor} bytes follow them")
     return rows

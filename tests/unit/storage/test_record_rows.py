@@ -94,3 +94,15 @@ def test_a_record_running_past_the_batch_is_named() -> None:
         CorruptRecordError, match=r"record 0 of the batch at byte 0 \(base offset 0\) declares 8191 bytes"
     ):
         decode_record_rows(batch.header, batch.data, batch.position)
+
+
+def test_a_record_shorter_than_its_fields_is_refused_though_the_next_record_follows() -> None:
+    data = bytearray(build_batch([SimpleRecord(b"v" * 10), SimpleRecord(b"w" * 10)]))
+    data[RECORD_BATCH_OVERHEAD] -= 2  # the first record's length (one byte): one byte fewer
+    batch = _only_batch(data)
+    with pytest.raises(
+        CorruptRecordError, match=r"the batch at byte 0 \(base offset 0\) ends inside a field"
+    ):
+        decode_record_rows(batch.header, batch.data, batch.position)
+    with pytest.raises(CorruptRecordError):
+        batch.records()
