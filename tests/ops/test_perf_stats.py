@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from ops.cli.perf import ProducerPerfStats
+from ops.cli.perf import ProducerPerfStats, collector_tuned
 
 MS = 1_000_000
 
@@ -27,3 +27,15 @@ def test_each_window_line_covers_only_its_own_records() -> None:
         "5 records sent, 0.416667 records/sec (0.00 MB/sec), 13.20 ms avg latency, 30.00 ms max"
     )
     assert final.endswith("10 ms 50th, 30 ms 95th, 30 ms 99th, 30 ms 99.9th.")
+
+
+def test_the_collector_tuning_is_undone_after_the_run() -> None:
+    """The tools run inside tests and benchmarks too: their collector settings must not leak."""
+    import gc
+
+    before = gc.get_threshold()
+    with collector_tuned(youngest_threshold=100_000):
+        assert gc.get_threshold() == (100_000, 50, 100)
+        assert gc.get_freeze_count() > 0
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
