@@ -6,7 +6,9 @@
 A fresh cluster of three broker processes and one topic of ``--partitions`` partitions, RF 3,
 ``min.insync.replicas=2``, leadership balanced: partition p's preferred leader is broker
 ``p % 3 + 1`` and the order of its two followers alternates, so when a broker goes its partitions
-move to both survivors. No records are written. Phases:
+move to both survivors. No records are written. Once every partition is led, a preferred leader
+election restores that balance (a broker whose ZooKeeper session expired while the partitions were
+created has lost its leaderships; the table says how many moved back). Phases:
 
 * ``idle``: for ``--idle-minutes``, the CPU of each broker process and of ZooKeeper (% of one
   core, from /proc), the follower fetch requests each broker answered and sent per second, and the
@@ -19,6 +21,10 @@ move to both survivors. No records are written. Phases:
   partitions back.
 * ``kill``: SIGKILL to broker 1, the same measurement; the controller acts when broker 1's
   ZooKeeper session expires. Goal: all within ``zookeeper.session.timeout.ms`` + 1 s.
+
+The failover figures are the controller's decisions as ZooKeeper records them; the new leaders
+serve once their LeaderAndIsr arrives, which the controller sends when the whole event (the
+elections, then the ISR removals) is done.
 
 Printed: one markdown table (scale_figures.py), the goal beside each figure. Nothing is asserted.
 """
