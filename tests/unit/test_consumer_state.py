@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from actors.clients.consumer.config import OffsetResetStrategy
 from actors.clients.consumer.state import ConsumerRecord, SubscriptionState
 from actors.common.errors import ErrorCode
@@ -158,3 +161,51 @@ def test_fetches_are_handed_out_in_turn() -> None:
         order.append([(r.partition, r.offset) for r in chunk])
     assert order == [[(0, 0), (0, 1), (1, 0), (1, 1), (2, 0), (2, 1)], [(0, 2), (0, 3)]]
     assert [state.position(tp) for tp in (A, B, C)] == [4, 2, 2]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(st.sampled_from("fffdddttttsx"), st.integers(0, 1), st.integers(1, 8)),
+        min_size=30,
+        max_size=120,
+    )
+)
+def test_any_interleaving_hands_out_each_partitions_records_in_order_without_gaps(
+    steps: list[tuple[str, int, int]],
+) -> None:
+    """Fetches sent and answered in any order (the leader answering from its log of 40 records),
+    takes, seeks and stale answers: every partition's records come out at consecutive offsets from
+    its position, which then sits right after the last one handed out."""
+    tps = (A, B)
+    state = _state(*tps)
+    in_flight: dict[TopicPartition, int] = {}
+    expected = dict.fromkeys(tps, 0)  # the offset the next record handed out must have
+    for action, which, size in steps:
+        tp = tps[which]
+        if action == "f":  # a fetch of every fetchable partition not in one already
+            for wanted in state.fetchable():
+                if wanted not in in_flight:
+                    offset = state.fetch_offset(wanted)
+                    assert offset is not None
+                    in_flight[wanted] = offset
+        elif action == "d" and tp in in_flight:  # the leader answers: up to `size` records
+            offset = in_flight.pop(tp)
+            count = min(size, 40 - offset)
+            records = _values(tp, offset, count) if count > 0 else b""
+            state.apply_fetch(tp, offset, _fetched(tp, records), check_crcs=True)
+        elif action == "t":
+            taken, error = state.take(size)
+            assert error is None
+            for record in taken:
+                key = TopicPartition(record.topic, record.partition)
+                assert record.offset == expected[key]
+                assert record.value == f"{record.partition}:{record.offset}".encode()
+                expected[key] = record.offset + 1
+            for key in tps:
+                assert state.position(key) == expected[key]
+        elif action == "s":
+            state.seek(tp, size * 3)
+            expected[tp] = size * 3
+        elif action == "x" and tp in in_flight:  # an answer from before a seek, or repeated
+            state.apply_fetch(tp, in_flight[tp] + 1, _fetched(tp, _values(tp, 0, 2)), check_crcs=True)
