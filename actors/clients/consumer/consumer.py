@@ -2,7 +2,7 @@
 
 It keeps the cluster metadata of the assigned topics, resolves offset resets with ListOffsets at
 each partition's leader, and keeps one Fetch in flight per leader for the fetchable partitions
-(``state.py``), each partition in at most one. A fetch whose partitions were all caught up (at
+(``state.py``), each partition in at most one per leader. A fetch whose partitions were all caught up (at
 their high watermark) may be held by the leader for ``fetch.max.wait.ms``: it does not stop a
 fetch of that leader's other partitions, whose records would otherwise wait for it (Kafka waits).
 ``Poll`` hands out buffered records at once, or parks until some arrive or its timeout passes. The
@@ -212,9 +212,11 @@ class ConsumerActor(Actor[ConsumerMessage]):
             metadata_max_age_ms=config.metadata_max_age_ms, refresh_backoff_ms=config.retry_backoff_ms
         )
         self._metadata_attempts = 0
-        # Partitions in a fetch in flight, and per leader how many of its fetches in flight will
-        # be answered at once (some partition had records to read when sent).
-        self._in_flight: set[TopicPartition] = set()
+        # (partition, leader) of every fetch in flight: a partition whose leader moved is fetched
+        # from the new one at once, as Kafka does (a late answer of the old one is then stale). Per
+        # leader, how many of its fetches in flight will be answered at once (some partition had
+        # records to read when sent).
+        self._in_flight: set[tuple[TopicPartition, int]] = set()
         self._busy: dict[int, int] = {}
         self._backoff_until: dict[int, int] = {}
         self._resetting: set[TopicPartition] = set()
@@ -470,7 +472,7 @@ class ConsumerActor(Actor[ConsumerMessage]):
                 self.metadata.request_update()
                 continue
             if (
-                tp not in self._in_flight
+                (tp, leader) not in self._in_flight
                 and not self._busy.get(leader)
                 and self._backoff_until.get(leader, 0) <= ctx.now_ms
             ):
@@ -493,7 +495,7 @@ class ConsumerActor(Actor[ConsumerMessage]):
                     for tp, offset in offsets
                 ),
             )
-            self._in_flight.update(tps)
+            self._in_flight.update((tp, node) for tp in tps)
             if not waits:
                 self._busy[node] = self._busy.get(node, 0) + 1
             self.fetches_total += 1
@@ -506,7 +508,7 @@ class ConsumerActor(Actor[ConsumerMessage]):
             )
 
     def _on_fetch(self, ctx: Context[ConsumerMessage], message: _FetchAnswer) -> None:
-        self._in_flight.difference_update(tp for tp, _ in message.offsets)
+        self._in_flight.difference_update((tp, message.node) for tp, _ in message.offsets)
         if not message.waits:
             self._busy[message.node] -= 1
         response = message.response
