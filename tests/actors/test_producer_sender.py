@@ -843,3 +843,49 @@ def test_keyed_records_go_to_murmur2_partitions_and_unkeyed_ones_fill_one_batch_
     for records in with_unkeyed[:-1]:
         built = build_batch([SimpleRecord(value, key) for key, value in records])
         assert len(built) + upper_bound > 1_000
+
+
+def test_a_batch_size_above_what_the_broker_takes_is_halved_not_refused_forever(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """batch.size 64 KiB against a broker taking batches of at most 10,000 bytes (a topic with a
+    small max.message.bytes): Kafka's split at batch.size would give the same batch back, refused
+    forever. Here refused batches are halved until taken, every record is written once and in
+    order, the client says what to change, and batches made after that stop at the size taken:
+    the next 2,000 records meet no refusal at all."""
+    limit = 10_000
+    h = Harness(enable_idempotence=True, batch_size=65_536, max_in_flight_requests_per_connection=1)
+    written: list[bytes | None] = []
+
+    def serve() -> int:
+        refusals = 0
+        for _ in range(500):
+            asks = h.produce_asks()
+            if not asks:
+                return refusals
+            for ask in asks:
+                request = ask.message
+                assert isinstance(request, ProduceRequest)
+                (data,) = request.partitions
+                if len(data.records) > limit:
+                    refusals += 1
+                    h.answer_produce(ask, ErrorCode.MESSAGE_TOO_LARGE)
+                else:
+                    h.answer_produce(ask, base_offset=len(written))
+                    written.extend(values_in(ask))
+        raise AssertionError("the producer never stopped sending")
+
+    first = [b"%05d" % number + b"v" * 95 for number in range(2_000)]  # 200 KB: several full batches
+    names = h.start({TP0: 1}, *first)
+    assert serve() > 0
+    assert written == first
+    assert h.actor.sender.accumulator.size_limits[TP0] <= limit
+    warnings = [r.getMessage() for r in caplog.records if "MESSAGE_TOO_LARGE" in r.getMessage()]
+    assert warnings
+    assert "lower batch.size or raise the topic's max.message.bytes" in warnings[0]
+
+    second = [b"%05d" % number + b"w" * 95 for number in range(2_000, 4_000)]
+    names += h.send(*second)
+    assert serve() == 0
+    assert written == first + second
+    assert all(isinstance(h.result(name), RecordMetadata) for name in names)

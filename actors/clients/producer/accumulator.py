@@ -139,6 +139,9 @@ class RecordAccumulator:
         self.pool = BufferPool(buffer_memory, batch_size)
         self._batches: dict[TopicPartition, deque[ProducerBatch]] = {}
         self._muted: dict[TopicPartition, int] = {}
+        # Per partition, the batch size its broker was last seen to accept after refusing a larger
+        # batch as MESSAGE_TOO_LARGE (see split_and_reenqueue): new batches stop there.
+        self.size_limits: dict[TopicPartition, int] = {}
         self._incomplete: set[ProducerBatch] = set()
         self.drain_index = 0
         self.flushes_in_progress = 0
@@ -188,7 +191,11 @@ class RecordAccumulator:
         return min(max(self.batch_size, RECORD_BATCH_OVERHEAD + size_upper_bound), self.pool.total_memory)
 
     def _new_batch(self, tp: TopicPartition, size: int, now_ms: int) -> ProducerBatch:
-        batch = ProducerBatch(tp, now_ms, write_limit=size, buffer_size=size, compression=self.compression)
+        limit = self.size_limits.get(tp)
+        write_limit = size if limit is None else min(size, limit)
+        batch = ProducerBatch(
+            tp, now_ms, write_limit=write_limit, buffer_size=size, compression=self.compression
+        )
         batches = self._batches.get(tp)
         if batches is None:
             batches = self._batches[tp] = deque()
@@ -370,11 +377,22 @@ class RecordAccumulator:
         self, batch: ProducerBatch, sequences_tracked: bool = False
     ) -> list[ProducerBatch]:
         """MESSAGE_TOO_LARGE for a batch of several records: retry them in smaller batches (not
-        counted as an attempt). The caller deallocates the big batch."""
-        parts = batch.split(self.batch_size)
+        counted as an attempt). The caller deallocates the big batch.
+
+        Kafka splits into batches of batch.size, which only helps a batch that outgrew batch.size
+        (a compressed batch's estimate); one within batch.size would come back whole and be
+        refused forever (a batch.size above the topic's max.message.bytes: 0 records/s at full
+        CPU). Such a batch is halved instead, and the partition's later batches stop at that size,
+        so a batch.size the broker cannot take costs a few refusals, not the partition."""
+        size = batch.estimated_size_in_bytes
+        split_size = self.batch_size if size > self.batch_size else max(size // 2, 1)
+        parts = batch.split(split_size)
         batches = self._batches.get(batch.tp)
         if batches is None:
             batches = self._batches[batch.tp] = deque()
+        if size <= self.batch_size and split_size < self.size_limits.get(batch.tp, size):
+            self.size_limits[batch.tp] = split_size
+            self._split_queued(batches, split_size)
         for part in reversed(parts):
             self._incomplete.add(part)
             if self.idempotent and part.has_sequence:
@@ -382,6 +400,24 @@ class RecordAccumulator:
             else:
                 batches.appendleft(part)
         return parts
+
+    def _split_queued(self, batches: deque[ProducerBatch], limit: int) -> None:
+        """Split the partition's batches not sent yet that are above ``limit``, where they stand:
+        each would otherwise meet the same refusal first. Their memory goes back to the pool (the
+        parts are outside it, as split parts are)."""
+        for index in range(len(batches) - 1, -1, -1):
+            queued = batches[index]
+            if queued.attempts or queued.has_sequence or queued.record_count < 2:
+                continue
+            if queued.estimated_size_in_bytes <= limit:
+                continue
+            parts = queued.split(limit)
+            del batches[index]
+            for part in reversed(parts):
+                batches.insert(index, part)
+                self._incomplete.add(part)
+            queued.done = True
+            self.deallocate(queued)
 
     def expired_batches(self, now_ms: int) -> list[ProducerBatch]:
         """Pop, from each deque's head, every batch past delivery.timeout.ms (muted or not)."""

@@ -407,7 +407,16 @@ class Sender:
         idempotence = self.idempotence
         if idempotence is not None:
             idempotence.remove_unresolved_batch(batch)
+        before = self.accumulator.size_limits.get(batch.tp)
         parts = self.accumulator.split_and_reenqueue(batch)
+        after = self.accumulator.size_limits.get(batch.tp)
+        if after != before:
+            self.warnings.append(
+                f"a batch of {batch.estimated_size_in_bytes} bytes for {batch.tp} was refused as "
+                f"MESSAGE_TOO_LARGE although within batch.size={self.config.batch_size}: split in "
+                f"{len(parts)}, and the partition's batches now stop at {after} bytes (lower batch.size "
+                "or raise the topic's max.message.bytes)"
+            )
         if idempotence is not None:
             for part in parts:
                 if part.has_sequence:
