@@ -7,7 +7,8 @@ shutdown request, the auto-rebalance tick — becomes an event in one FIFO queue
 time (Kafka's ``ControllerEventManager``). Processing an event means driving its script
 (``logic.py``) with the runtime's script driver in its one-at-a-time mode (``runtime/scripts.py``):
 each ZooKeeper request the script yields is executed outside the actor and its result (or
-exception) is fed back in. When the script ends, the broker requests it batched are sent. Queue size, time in
+exception) is fed back in. The broker requests it batched are sent whenever it waits on a step and
+when it ends (Kafka sends after each state-machine step, not once per event). Queue size, time in
 queue and processing time per event kind are measured.
 
 *Activation.* ``Elect`` runs at start, when ``/controller`` changes, and when a new ZooKeeper
@@ -534,7 +535,37 @@ class ControllerActor(Actor[ControllerMessage]):
             def finish(value: object, error: Exception | None, running: _Running = running) -> None:
                 self._script_ended(ctx, running, value, error)
 
-            running.script_id = self.scripts.start(ctx, script, finish)
+            running.script_id = self.scripts.start(ctx, self._sending_between_steps(ctx, script), finish)
+
+    def _sending_between_steps(
+        self, ctx: Context[ControllerMessage], script: Generator[Any, Any, Any]
+    ) -> Generator[Any, Any, Any]:
+        """Drive ``script``, sending the broker requests it batched before each step it waits on.
+
+        Kafka sends the batch at the end of every state-machine step (each ``handleStateChanges``,
+        each ``sendUpdateMetadataRequest``), not at the end of the event: the new leaders of a
+        controlled shutdown serve as soon as they are elected, before the ISR removals that follow
+        (thousands of ZooKeeper writes) are done. Sending whenever the script waits keeps that
+        order: LeaderAndIsr, UpdateMetadata, StopReplica in each batch, batches in event order on
+        each broker's channel. A batch never waits on ZooKeeper, so nothing the script decided is
+        lost when a later step fails (a retried event does not decide it again)."""
+        value: object = None
+        error: BaseException | None = None
+        while True:
+            try:
+                step = script.send(value) if error is None else script.throw(error)
+            except StopIteration as finished:
+                return finished.value
+            logic = self.logic
+            if logic is not None and logic.active and not logic.batch.is_empty():
+                self._send_batch(ctx)
+            try:
+                value, error = (yield step), None
+            except GeneratorExit:
+                script.close()
+                raise
+            except Exception as thrown:  # noqa: BLE001 - the step's failure, thrown into the script
+                value, error = None, thrown
 
     def _script_for(self, ctx: Context[ControllerMessage], event: _Event) -> Generator[Any, Any, Any] | None:
         if isinstance(event, Elect):
@@ -693,7 +724,8 @@ class ControllerActor(Actor[ControllerMessage]):
         )
         self.running = None
         if self.logic is not None:
-            # Requests batched by the abandoned attempt are dropped; the retry rebuilds them.
+            # Requests batched since the attempt's last step are dropped (those of its earlier
+            # steps are sent): the retry decides again what ZooKeeper does not show done.
             self.logic.take_batch()
         # Retry the same event first, after a back-off; nothing else runs meanwhile (event order).
         self.queue.appendleft(running.event)

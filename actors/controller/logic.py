@@ -4,8 +4,9 @@ Each controller event is a *script*: a generator that yields ZooKeeper requests 
 ``runtime.coordination.requests``, optionally ``Watched``) and receives their results (or their
 exception, thrown in). The ControllerActor drives one script at a time — Kafka's single controller
 event thread — so the steps of an event read top to bottom like Kafka's blocking code while nothing
-here awaits or touches I/O. Requests to brokers are collected in a ``RequestBatch`` and sent when
-the event ends.
+here awaits or touches I/O. Requests to brokers are collected in a ``RequestBatch``; the actor
+sends it whenever the script waits on a step and when the event ends, so each state-machine step's
+requests leave before the next step's ZooKeeper work (Kafka's batch per ``handleStateChanges``).
 
 Fencing: every controller write to ZooKeeper is a multi with a check of ``/controller_epoch`` at the
 version this controller set when it won (``fence``). A failed check raises ``FencedError``: another

@@ -1,10 +1,11 @@
-"""What the controller sends brokers after one event: LeaderAndIsr, UpdateMetadata, StopReplica,
-batched per broker (Kafka's ``ControllerBrokerRequestBatch``).
+"""What the controller sends brokers after each step of an event: LeaderAndIsr, UpdateMetadata,
+StopReplica, batched per broker (Kafka's ``ControllerBrokerRequestBatch``).
 
-During an event the controller adds partition states for brokers; at the end ``build`` turns them
-into at most one request of each kind per broker, LeaderAndIsr first, then UpdateMetadata, then
-StopReplica — the order Kafka sends them in. Every LeaderAndIsr also queues an UpdateMetadata for
-the partition to every live broker, so metadata caches follow leadership.
+During an event the controller adds partition states for brokers; before the event's script waits
+on its next step (and when it ends) ``build`` turns them into at most one request of each kind per
+broker, LeaderAndIsr first, then UpdateMetadata, then StopReplica — the order Kafka sends them in.
+Every LeaderAndIsr also queues an UpdateMetadata for the partition to every live broker, so
+metadata caches follow leadership.
 """
 
 from __future__ import annotations
