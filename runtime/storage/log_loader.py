@@ -95,6 +95,8 @@ def load_segments(
     report: RecoveryReport,
 ) -> LoadedSegments:
     partition = posixpath.basename(directory)
+    # An empty directory is a new log (or one that never got a file): nothing in it to repair.
+    untouched = not fs.list_dir(directory)
     _remove_leftovers(fs, directory)
     names = fs.list_dir(directory)
     log_bases = sorted(
@@ -267,8 +269,11 @@ def load_segments(
                 roll_jitter_ms=roll_jitter_ms(),
             )
         )
-    if loader.changed or [segment.base_offset for segment in segments] != log_bases:
-        # Cut, moved, or created segment files: durable before anything is appended, as above.
+    # Cut, moved, or created segment files: durable before anything is appended, as above. Except a
+    # new log's first files (docs/log.md §8): nothing depends on their entries before the log's first
+    # flush, which syncs the directory (a loaded log counts it as changed); lost to a power loss
+    # before that, they are created again, empty, as they were. Kafka syncs no directory here.
+    if not untouched and (loader.changed or [segment.base_offset for segment in segments] != log_bases):
         fs.fsync_dir(directory)
     log_end_offset = segments[-1].read_next_offset()
     if log_end_offset < recovery_point:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import random
 
 from runtime.storage.config import LogConfig
-from runtime.storage.fs import FileSystem
+from runtime.storage.fs import FileSystem, MemoryFileSystem
 from runtime.storage.log_manager import CLEAN_SHUTDOWN_FILE, LogManager, parse_partition_directory
 from runtime.storage.topic_partition import TopicPartition
 from tests.unit.storage.helpers import append_values, values
@@ -165,3 +165,44 @@ def test_an_unclean_start_is_one_on_a_used_dir_and_lasts_until_a_controller_sees
     inherited.mark_seen()
     inherited.close(now_ms=0)
     assert not _open(fs, directory).unclean_start
+
+
+class _DirectorySyncs(MemoryFileSystem):
+    """Records the directories synced."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.synced_dirs: list[str] = []
+
+    def fsync_dir(self, path: str) -> None:
+        super().fsync_dir(path)
+        self.synced_dirs.append(path)
+
+
+def test_creating_a_log_syncs_no_directory_and_a_power_loss_before_a_flush_takes_nothing_durable() -> None:
+    # Issue 19: a LeaderAndIsr creating thousands of logs synced the log dir and each new partition
+    # directory, two directory fsyncs per partition; Kafka syncs none (docs/log.md §8).
+    fs = _DirectorySyncs()
+    manager = _open(fs, "/data")
+    fs.synced_dirs.clear()
+    orders = manager.get_or_create_log(ORDERS, now_ms=0)
+    events = manager.get_or_create_log(EVENTS, now_ms=0)
+    assert fs.synced_dirs == []
+    append_values(orders, 3)
+    append_values(events, 2)
+    # The first flush syncs the new partition directory with the files; a checkpoint in the log dir
+    # syncs the log dir, new partition directories included.
+    fs.synced_dirs.clear()
+    events.flush(now_ms=1)
+    assert fs.synced_dirs == ["/data/user-events-12"]
+    manager.checkpoint_recovery_points()
+    assert fs.synced_dirs[-1] == "/data"
+    fs.crash()
+    reopened = _open(fs, "/data")
+    assert reopened.unclean_start
+    lost, kept = reopened.get_log(ORDERS), reopened.get_log(EVENTS)
+    # Never flushed: its files were never durable, and it loads empty, as a replica that never had it.
+    assert lost is not None
+    assert (lost.log_end_offset, values(lost)) == (0, [])
+    assert kept is not None
+    assert values(kept) == [b"v0", b"v1"]
