@@ -65,6 +65,7 @@ from runtime.clock import LoopClock
 from runtime.coordination.zk import ZkCoordinator
 from runtime.errors import RuntimeFailure
 from runtime.logging import configure_logging
+from runtime.loop_lag import LoopLagProbe
 from runtime.metrics import NodeMetrics
 from runtime.rng import fresh_seed, node_rng
 from runtime.storage.os_fs import OsFileSystem
@@ -77,6 +78,14 @@ __all__ = ["SOURCE_ADDRESS_ENV", "main", "readiness", "run_broker", "source_addr
 _log = logging.getLogger("actorlog.broker")
 
 SOURCE_ADDRESS_ENV = "ACTORLOG_SOURCE_ADDRESS"
+
+# Handler work one event-loop iteration may run before the rest waits for the next one (issue 19):
+# a LeaderAndIsr for thousands of partitions starts or tells thousands of partition actors at once,
+# ~2 ms of storage work each, and unbounded they all ran in one iteration, 5-6 s during which no
+# ZooKeeper ping or request was served. Not much smaller: each iteration also carries the loop's own
+# work (sockets, codecs), so the budget sets the actors' share of the CPU in a backlog; at 20 ms the
+# scale benchmark's preferred election after a restart timed out (25 s) behind the backlog.
+EVENT_LOOP_TURN_BUDGET_MS = 200.0
 
 
 def source_address_from_env(environ: Mapping[str, str]) -> str | None:
@@ -189,6 +198,10 @@ async def run_broker(
         security=settings.zookeeper_security,
     )
     metrics = NodeMetrics()
+    # Watches the event loop once the server listens (log loading included): a loop stalled for seconds
+    # starves the ZooKeeper session and every peer (issue 19).
+    loop_lag = LoopLagProbe(clock)
+    metrics.add_collector(loop_lag.metric_families)
     current: BrokerNode | None = None
     # Two identities (docs/security.md): the broker's secret opens /internal/v1 (the transport's
     # own routes); client users, checked against ZooKeeper, open /client/v1 and the JSON API.
@@ -237,6 +250,7 @@ async def run_broker(
     await server.start()
     seed = fresh_seed()
     _log.info("broker %d listening on %s (rng seed %d)", config.broker_id, server.url, seed)
+    loop_lag_task = asyncio.ensure_future(loop_lag.run())
     try:
         if kafka is not None:
             await kafka.start()
@@ -258,6 +272,7 @@ async def run_broker(
             rng=node_rng(seed, str(config.broker_id)),
             load_logs_in_thread=True,
             run_controller=True,
+            turn_budget_ms=EVENT_LOOP_TURN_BUDGET_MS,
         )
         async with broker_node_context(
             config,
@@ -309,6 +324,7 @@ async def run_broker(
         if kafka is not None:
             await kafka.stop()
         await server.stop()
+        loop_lag_task.cancel()
     _log.info("broker %d stopped", config.broker_id)
 
 

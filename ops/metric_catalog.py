@@ -214,6 +214,9 @@ CATALOG: tuple[MetricSpec, ...] = (
     MetricSpec("actorlog_actor_restarts_total", C, "Restarts of an actor by its supervisor.", ("actor",)),
     MetricSpec("actorlog_dead_letters_total", C, "Messages addressed to actors that did not exist or had stopped."),
     MetricSpec("actorlog_actors", G, "Live actors on this node."),
+    MetricSpec("actorlog_event_loop_lag_max_seconds", G,
+               "Largest delay of the event loop in running a due callback since the process started."),
+    MetricSpec("actorlog_event_loop_stalls_total", C, "Event-loop delays of at least one second (each is also logged)."),
 )  # fmt: skip
 
 _BY_NAME = {spec.name: spec for spec in CATALOG}

@@ -160,6 +160,8 @@ class NodeAdapters:
     run_controller: bool = False
     # The simulation: blocking pipes run inline, so that only the seed decides what happens.
     deterministic: bool = False
+    # Handler work per event-loop iteration (runtime/system.py); None runs every ready handler.
+    turn_budget_ms: float | None = None
 
 
 @dataclass(slots=True)
@@ -239,6 +241,7 @@ async def broker_node_context(
         transport=adapters.transport,
         activity=adapters.activity,
         deterministic=adapters.deterministic,
+        turn_budget_ms=adapters.turn_budget_ms,
     )
     group_coordinator = ActorRef(node_id=system.node_id, name=GROUP_COORDINATOR_ACTOR_NAME)
     try:

@@ -20,6 +20,13 @@ Rules this module keeps
 * A restarted actor keeps its ref and its mailbox; its timers and children are stopped first.
 * Every deadline (ask timeouts, restart back-off) is measured on the system's Clock, so virtual time
   drives them in tests.
+* With a turn budget (``turn_budget_ms``), the handlers one event-loop iteration runs stop taking
+  items once the iteration has run for the budget on the system's Clock; the cells still waiting go
+  on in later iterations, first come first served. asyncio runs in one iteration every task that
+  was ready when it began, so without a budget a handler that spawns or tells thousands of actors
+  makes one iteration run all their handlers back to back, and nothing else (socket reads,
+  ZooKeeper pings) is served meanwhile. A virtual clock does not move while handlers run, so under
+  one nothing is deferred and the order is the same as without a budget.
 """
 
 from __future__ import annotations
@@ -205,6 +212,106 @@ class _CellContext(RecordingContext):
 _Item: TypeAlias = Envelope | _TimerFired | _Crash
 
 
+class _TurnBudget:
+    """How much handler work one event-loop iteration may run, and the cells waiting for a later one.
+
+    A *turn* starts with the first ``admit`` after the previous turn ended and ends at the next loop
+    iteration (a callback scheduled when it starts). Within a turn, cells are admitted until the
+    Clock has moved ``budget_ns`` since the turn started; later ones wait in order. Each new turn
+    wakes the oldest waiters: as many as the last full turn admitted (at least one, so every turn
+    makes progress), doubled while a turn ends with budget to spare. A waiter woken but refused again
+    goes back to the front, keeping its place."""
+
+    __slots__ = (
+        "_admitted",
+        "_batch",
+        "_budget_ns",
+        "_clock",
+        "_end_scheduled",
+        "_refused",
+        "_started_ns",
+        "_waiters",
+    )
+
+    def __init__(self, clock: Clock, budget_ms: float) -> None:
+        self._clock = clock
+        self._budget_ns = int(budget_ms * 1_000_000)
+        self._started_ns: int | None = None
+        self._end_scheduled = False
+        self._admitted = 0
+        self._batch = 1
+        self._waiters: deque[asyncio.Future[None]] = deque()
+        # Woken this turn but refused again: they go back ahead of the others when the turn ends.
+        self._refused: list[asyncio.Future[None]] = []
+
+    def has_room(self) -> bool:
+        """True (and counted) if a handler may run now in this turn."""
+        now = self._clock.now_ns()
+        if self._started_ns is None:
+            self._started_ns = now
+            self._admitted = 0
+            self._schedule_end()
+        elif now - self._started_ns >= self._budget_ns:
+            return False
+        self._admitted += 1
+        return True
+
+    def _schedule_end(self) -> None:
+        if not self._end_scheduled:
+            self._end_scheduled = True
+            asyncio.get_running_loop().call_soon(self._end_turn)
+
+    async def wait_turn(self, *, woken: bool = False) -> None:
+        """Wait until a later turn wakes this cell (it then asks ``has_room`` again)."""
+        waiter = asyncio.get_running_loop().create_future()
+        if woken:
+            self._refused.append(waiter)
+        else:
+            self._waiters.append(waiter)
+        try:
+            await waiter
+        except asyncio.CancelledError:
+            if waiter.done() and not waiter.cancelled():
+                self._wake_one()  # woken, then cancelled (shutdown): the next waiter takes the wake
+            raise
+
+    async def admit(self) -> None:
+        """Return once a handler may run in the current turn."""
+        woken = False
+        while not self.has_room():
+            await self.wait_turn(woken=woken)
+            woken = True
+
+    def _end_turn(self) -> None:
+        self._end_scheduled = False
+        exhausted = (
+            self._started_ns is not None and self._clock.now_ns() - self._started_ns >= self._budget_ns
+        )
+        self._started_ns = None
+        if self._refused:
+            self._waiters.extendleft(reversed(self._refused))
+            self._refused.clear()
+        if exhausted:
+            self._batch = max(1, self._admitted)
+        else:
+            self._batch = max(self._batch * 2, self._admitted, 1)
+        for _ in range(self._batch):
+            if not self._wake_one():
+                break
+        if self._waiters:
+            # The next turn's end comes even if no cell woken now asks for room (one paused for a
+            # restart's back-off meanwhile): the others would wait for unrelated work otherwise.
+            self._schedule_end()
+
+    def _wake_one(self) -> bool:
+        while self._waiters:
+            waiter = self._waiters.popleft()
+            if not waiter.done():  # a cancelled waiter (shutdown) takes no place
+                waiter.set_result(None)
+                return True
+        return False
+
+
 class _Mailbox:
     """A cell's queue, and the only place a mailbox counts toward the node's quiescence.
 
@@ -257,13 +364,22 @@ class _Mailbox:
                 self._activity.begin()
             self._wake()
 
-    async def take(self) -> _Item | None:
-        """The next item once the mailbox runs and has one; None once it is closed."""
+    async def take(self, budget: _TurnBudget | None = None) -> _Item | None:
+        """The next item once the mailbox runs and has one (and ``budget`` has room for it in this
+        loop iteration); None once it is closed. An item waits for its turn in the mailbox, so a
+        pause or a close meanwhile still applies to it."""
         loop = asyncio.get_running_loop()
-        while (self.paused or not self._items) and not self.closed:
-            self._wakeup = loop.create_future()
-            await self._wakeup
-            self._wakeup = None
+        woken = False
+        while True:
+            while (self.paused or not self._items) and not self.closed:
+                self._wakeup = loop.create_future()
+                await self._wakeup
+                self._wakeup = None
+                woken = False
+            if self.closed or budget is None or budget.has_room():
+                break
+            await budget.wait_turn(woken=woken)
+            woken = True
         if self.closed:
             return None
         item = self._items.popleft()
@@ -373,11 +489,14 @@ class _Cell:
     # -------------------------------------------------------------------------------- loop
 
     async def run(self) -> None:
+        budget = self.system.turn_budget
         try:
+            if budget is not None:
+                await budget.admit()
             self.start_instance()
         finally:
             self._starting.release()
-        while (item := await self._mailbox.take()) is not None:
+        while (item := await self._mailbox.take(budget)) is not None:
             try:
                 self._process(item)
             finally:
@@ -571,15 +690,20 @@ class ActorSystem:
         mailbox_capacity: int = 10_000,
         activity: Activity | None = None,
         deterministic: bool = False,
+        turn_budget_ms: float | None = None,
     ) -> None:
         if mailbox_capacity <= 0:
             raise ValueError("mailbox_capacity must be positive")
+        if turn_budget_ms is not None and turn_budget_ms <= 0:
+            raise ValueError("turn_budget_ms must be positive")
         self.node_id = node_id
         self.clock: Clock = clock if clock is not None else LoopClock()
         self.rng = rng if rng is not None else random.Random(0)
         self.transport = transport
         self.mailbox_capacity = mailbox_capacity
         self.activity = activity if activity is not None else Activity()
+        # Handler work per event-loop iteration (None: unbounded); see the module docstring.
+        self.turn_budget = None if turn_budget_ms is None else _TurnBudget(self.clock, turn_budget_ms)
         self._cells: dict[str, _Cell] = {}
         self._top_level: dict[str, _Cell] = {}
         self._routes: dict[int, _Route] = {}

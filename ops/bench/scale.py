@@ -39,9 +39,10 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Final
 
 import aiohttp
 
@@ -50,6 +51,7 @@ from actors.common.types import TopicPartition
 from actors.server import zk_data
 from ops.bench.proc_cpu import cpu_used, sample
 from ops.bench.scale_figures import (
+    CounterSpec,
     Figure,
     RunInfo,
     counter_values,
@@ -124,6 +126,36 @@ async def scrape(cluster: LocalCluster) -> dict[int, dict[str, float | None]]:
             async with session.get(f"{cluster.processes[broker_id].url}/metrics") as answer:
                 results[broker_id] = counter_values(await answer.text())
     return results
+
+
+# What the brokers' event loops went through since each process started (runtime/loop_lag.py) and
+# their ZooKeeper session expiries: a loop stalled past the session timeout loses the session.
+LOOP_FIGURES: Final[Mapping[str, CounterSpec]] = {
+    "loop_lag_max": CounterSpec("actorlog_event_loop_lag_max_seconds"),
+    "loop_stalls": CounterSpec("actorlog_event_loop_stalls_total"),
+    "session_expiries": CounterSpec("kafka_server_sessionexpirelistener_zookeeperexpires_total"),
+}
+
+
+async def loop_figures(cluster: LocalCluster, when: str) -> list[Figure]:
+    """Per broker: the largest event-loop lag, the stalls of 1 s or more and the ZooKeeper session
+    expiries, each since the broker process started."""
+    values: dict[int, dict[str, float | None]] = {}
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as session:
+        for broker_id in BROKERS:
+            async with session.get(f"{cluster.processes[broker_id].url}/metrics") as answer:
+                values[broker_id] = counter_values(await answer.text(), LOOP_FIGURES)
+
+    def column(name: str, scale: float = 1.0) -> dict[int, float | None]:
+        return {b: None if (v := found[name]) is None else v * scale for b, found in values.items()}
+
+    return [
+        Figure(
+            f"{when}: largest event-loop lag", per_broker(column("loop_lag_max", 1000), "ms", 0), "< 1000 ms"
+        ),
+        Figure(f"{when}: event-loop stalls ≥ 1 s", per_broker(column("loop_stalls"), "", 0), "0"),
+        Figure(f"{when}: ZooKeeper session expiries", per_broker(column("session_expiries"), "", 0), "0"),
+    ]
 
 
 def pids(cluster: LocalCluster) -> dict[str, int]:
@@ -264,12 +296,20 @@ async def run(arguments: argparse.Namespace, command: str) -> str:
             figures.append(
                 Figure("then: partitions not led by their preferred replica (elected)", str(elected))
             )
-            if "idle" in arguments.phases:
-                figures += await idle_phase(cluster, arguments.idle_minutes)
-            if "shutdown" in arguments.phases:
-                figures += await shutdown_phase(cluster, admin, partitions)
-            if "kill" in arguments.phases:
-                figures += await kill_phase(cluster, partitions, arguments.session_timeout_ms)
+            figures += await loop_figures(cluster, "topic created")
+            try:
+                if "idle" in arguments.phases:
+                    figures += await idle_phase(cluster, arguments.idle_minutes)
+                if "shutdown" in arguments.phases:
+                    figures += await shutdown_phase(cluster, admin, partitions)
+                if "kill" in arguments.phases:
+                    figures += await kill_phase(cluster, partitions, arguments.session_timeout_ms)
+            except RuntimeError as error:
+                # The figures so far still say something (a failure often follows a stalled loop).
+                figures.append(Figure("the run stopped", str(error)))
+            if "kill" not in arguments.phases:
+                # Every broker still runs (broker 1's figures are its restarted process's).
+                figures += await loop_figures(cluster, "end of run, since each broker (re)started")
     load_end = "/".join(f"{x:.2f}" for x in os.getloadavg())
     info = RunInfo(
         date=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),

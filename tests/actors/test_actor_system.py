@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
-from runtime import Activity, Actor, ActorSystem, AskTimedOut, Context, ManualClock, SupervisorStrategy
+from runtime import (
+    Activity,
+    Actor,
+    ActorRef,
+    ActorSystem,
+    AskTimedOut,
+    Context,
+    ManualClock,
+    SupervisorStrategy,
+)
 from runtime.errors import AskTimeoutError, UnknownActorError
 from runtime.system import ChildFailedError
 from runtime.testkit import advance
@@ -412,3 +422,132 @@ async def test_statistics_report_mailbox_and_processed_counts(clock, activity):
 def _mailbox_depth(system: ActorSystem, name: str) -> int:
     (cell,) = [cell for cell in system.statistics().actors if cell.name == name]
     return cell.mailbox_depth
+
+
+# ------------------------------------------------------------------ turn budget (issue 19)
+
+
+class _LoopTurns:
+    """Counts event-loop iterations: a callback that schedules itself once per iteration."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self._handle: asyncio.Handle | None = None
+
+    def start(self) -> None:
+        self._handle = asyncio.get_running_loop().call_soon(self._tick)
+
+    def _tick(self) -> None:
+        self.count += 1
+        self._handle = asyncio.get_running_loop().call_soon(self._tick)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+
+
+class Busy(Actor[Any]):
+    """Each handler (and the start) costs ``cost_ms`` of the clock, as storage work costs real time;
+    records the loop iteration it ran in."""
+
+    def __init__(
+        self,
+        clock: ManualClock,
+        turns: _LoopTurns,
+        ran: list[tuple[str, int]],
+        cost_ms: int,
+        then: Callable[[], None] | None = None,
+    ) -> None:
+        self.clock = clock
+        self.turns = turns
+        self.ran = ran
+        self.cost_ms = cost_ms
+        self.then = then
+
+    def on_start(self, ctx: Context[Any]) -> None:
+        self.clock.advance(self.cost_ms)
+        self.ran.append((f"start {ctx.self_ref.name}", self.turns.count))
+
+    def receive(self, ctx: Context[Any], message: Any) -> None:
+        self.clock.advance(self.cost_ms)
+        self.ran.append((f"{message} {ctx.self_ref.name}", self.turns.count))
+        if self.then is not None:
+            self.then()
+
+
+def _per_turn(ran: list[tuple[str, int]]) -> dict[int, int]:
+    counts: dict[int, int] = {}
+    for _, turn in ran:
+        counts[turn] = counts.get(turn, 0) + 1
+    return counts
+
+
+async def test_a_turn_budget_spreads_many_starts_and_tells_over_loop_iterations(clock, activity):
+    # 40 actors started, then told, by one caller at once: 5 ms each against a 20 ms budget. Without
+    # a budget asyncio runs all 40 in the one iteration after the spawns (then after the tells).
+    turns = _LoopTurns()
+    ran: list[tuple[str, int]] = []
+    async with ActorSystem("n1", clock=clock, activity=activity, turn_budget_ms=20) as system:
+        turns.start()
+        refs = [system.spawn(f"a{n:02}", lambda: Busy(clock, turns, ran, 5)) for n in range(40)]
+        await system.wait_idle()
+        for ref in refs:
+            system.tell(ref, "m")
+        await system.wait_idle()
+        turns.stop()
+    starts = [entry for entry in ran if entry[0].startswith("start")]
+    tells = [entry for entry in ran if entry[0].startswith("m ")]
+    # Every actor started and handled its message, each in the order it was spawned or told.
+    assert [name for name, _ in starts] == [f"start a{n:02}" for n in range(40)]
+    assert [name for name, _ in tells] == [f"m a{n:02}" for n in range(40)]
+    # No iteration ran more than the budget's worth: 4 handlers of 5 ms.
+    assert max(_per_turn(ran).values()) == 4
+    assert len(_per_turn(starts)) == 10
+    assert len(_per_turn(tells)) == 10
+
+
+async def test_under_virtual_time_a_turn_budget_defers_nothing(clock, activity):
+    # The virtual clock does not move while handlers run: the order and the iterations are those of
+    # a system without a budget, so the simulation's runs do not change.
+    async def run(turn_budget_ms: float | None) -> list[tuple[str, int]]:
+        turns = _LoopTurns()
+        ran: list[tuple[str, int]] = []
+        async with ActorSystem(
+            "n1", clock=ManualClock(), activity=Activity(), turn_budget_ms=turn_budget_ms
+        ) as system:
+            turns.start()
+            refs = [system.spawn(f"a{n:02}", lambda: Busy(clock, turns, ran, 0)) for n in range(20)]
+            for ref in refs:
+                system.tell(ref, "m")
+            await system.wait_idle()
+            turns.stop()
+        return ran
+
+    with_budget = await run(20)
+    assert with_budget == await run(None)
+    assert len(_per_turn(with_budget)) <= 2
+
+
+async def test_a_cell_stopped_while_waiting_for_its_turn_handles_nothing(clock, activity):
+    turns = _LoopTurns()
+    ran: list[tuple[str, int]] = []
+    async with ActorSystem("n1", clock=clock, activity=activity, turn_budget_ms=10) as system:
+        turns.start()
+        refs: list[ActorRef] = []
+        refs.append(
+            system.spawn("a0", lambda: Busy(clock, turns, ran, 0, lambda: system.stop_actor(refs[2])))
+        )
+        refs += [system.spawn(f"a{n}", lambda: Busy(clock, turns, ran, 0)) for n in (1, 2)]
+        slow = system.spawn("slow", lambda: Busy(clock, turns, ran, 10))
+        await system.wait_idle()
+        ran.clear()
+        # slow's handler uses the whole turn: a0, a1 and a2, told in the same iteration, wait for
+        # later ones with their messages still queued. a0 goes first and stops a2, whose message is
+        # then never handled.
+        for ref in [slow, *refs]:
+            system.tell(ref, "m")
+        await system.wait_idle()
+        turns.stop()
+        assert [name for name, _ in ran] == ["m slow", "m a0", "m a1"]
+        assert len({turn for _, turn in ran}) == 3
+        assert system.statistics().dead_letters_total == 1
