@@ -66,6 +66,7 @@ import os
 import platform
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -524,6 +525,10 @@ def _sizes(parser: argparse.ArgumentParser, arguments: argparse.Namespace) -> Si
     return sizes
 
 
+def _terminated(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     arguments_list = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
@@ -547,6 +552,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"bench-vs-kafka: {error}", file=sys.stderr)
         return 2
 
+    # A SIGTERM (a CI job's timeout, `kill`) unwinds like Ctrl-C, so the cluster being measured is
+    # stopped by its context manager instead of outliving the bench.
+    signal.signal(signal.SIGTERM, _terminated)
     started = time.perf_counter()
     now = datetime.datetime.now(datetime.UTC)
     run_dir = arguments.output_dir / now.strftime("%Y%m%dT%H%M%SZ")

@@ -84,3 +84,49 @@ def test_the_quick_bench_measures_every_tool_on_both_clusters(
     )
     assert f"| {WORKLOAD} | actorlog | actorlog perf produce | 2,000 |" in markdown
     assert list(tmp_path.glob("*/tools/actorlog-*-perf.out")), "the tools' output is kept"
+
+
+def test_a_terminated_bench_stops_the_cluster_it_was_measuring(
+    kafka_distribution: KafkaDistribution, zookeeper_installation: ZooKeeperInstallation, tmp_path: Path
+) -> None:
+    """SIGTERM (a job's timeout) unwinds the bench like Ctrl-C: the cluster it started stops with it
+    instead of outliving it (it did, brokers and ZooKeeper, before the bench handled the signal)."""
+    bench = subprocess.Popen(
+        [sys.executable, "-m", "ops.bench.vs_kafka", "--quick", "--clusters", "actorlog",
+         "--workloads", "idle-acksall", "--idle-records", "100000", "--output-dir", str(tmp_path)],
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT), "ACTORLOG_KAFKA_LIB": str(kafka_distribution.lib)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )  # fmt: skip
+    assert bench.stdout is not None
+    said: list[str] = []
+    for line in bench.stdout:  # the warm-up is reported once the cluster is up and measured
+        said.append(line)
+        if line.startswith("[actorlog] warm-up"):
+            break
+    else:
+        pytest.fail("".join(said))
+    data_dirs = _cluster_processes()
+    assert data_dirs, "no broker process found while the bench runs"
+    bench.terminate()
+    bench.stdout.read()  # what it says while stopping; the pipe is then closed
+    bench.stdout.close()
+    assert bench.wait(timeout=60) != 0
+    assert _cluster_processes() == []
+
+
+def _cluster_processes() -> list[str]:
+    """Command lines of this machine's processes started for a bench-vs-kafka cluster."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            command = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if "actorlog-vs-kafka-" in command and "server.properties" in command:
+            found.append(command)
+    return found
