@@ -23,8 +23,8 @@ created has lost its leaderships; the table says how many moved back). Phases:
   ZooKeeper session expires. Goal: all within ``zookeeper.session.timeout.ms`` + 1 s.
 
 The failover figures are the controller's decisions as ZooKeeper records them; the new leaders
-serve once their LeaderAndIsr arrives, which the controller sends when the whole event (the
-elections, then the ISR removals) is done.
+serve once their LeaderAndIsr arrives, which the controller sends right after the elections,
+before the ISR removals that follow.
 
 Printed: one markdown table (scale_figures.py), the goal beside each figure. Nothing is asserted.
 """
