@@ -11,6 +11,8 @@
 same with the 50th/95th/99th/99.9th latency percentiles. ``--throughput`` caps records/s (-1: no
 cap). ``bootstrap.servers`` comes from ``--producer-props`` or ``--bootstrap-server``. The producer's
 defaults are the project's (idempotent, acks=all); ``--producer-props acks=1`` measures acks=1.
+Kafka's batching defaults (batch.size 16384, linger.ms 0) hold; the README's Performance section
+says what they give and what ``--producer-props batch.size=262144 linger.ms=5`` gives beside them.
 
 ``perf consume`` (``kafka-consumer-perf-test.sh``) reads ``--messages`` records from every partition
 (from the beginning unless ``--from-latest``) and prints Kafka's CSV header and line:
