@@ -229,7 +229,16 @@ async def test_replicas_move_to_a_new_broker_under_load_through_a_controller_fai
         assert executed.returncode == 0, executed.stderr
         cluster.pause(4)
         assert executed.stdout.splitlines()[-1].startswith("Successfully started partition reassignments for")
-        assert len(await admin.list_partition_reassignments()) == PARTITIONS
+        # A partition holding less than a throttle window's worth (its keys are few) can finish
+        # before broker 4 is paused: it is then at its target already. Most must still be moving,
+        # so the controller dies with them in flight.
+        listed = await admin.list_partition_reassignments()
+        data, _ = await cluster.admin.get(zk_data.topic_path(TOPIC))
+        assignment = zk_data.decode_topic_assignment(TOPIC, data)
+        for p in range(PARTITIONS):
+            if TopicPartition(TOPIC, p) not in listed:
+                assert list(assignment.partitions[p]) == TARGET[p], (p, assignment)
+        assert len(listed) >= PARTITIONS - 2, listed
 
         controller, epoch = await cluster.controller()
         await cluster.kill(controller, signal.SIGKILL)
@@ -239,7 +248,9 @@ async def test_replicas_move_to_a_new_broker_under_load_through_a_controller_fai
             timeout_s=SESSION_MS / 1000 + 20,
         )
         await cluster.start(controller)
-        assert len(await admin.list_partition_reassignments()) == PARTITIONS, "a move ended too early"
+        # Nothing finished while broker 4 was paused: the same moves are in flight, now under the
+        # new controller, resumed from ZooKeeper.
+        assert await admin.list_partition_reassignments() == listed, "a move ended while broker 4 was paused"
         cluster.resume(4)
         raised = await asyncio.to_thread(
             tool,
