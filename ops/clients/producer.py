@@ -392,7 +392,7 @@ class Producer:
         acknowledgement; ``ProducerTimeoutError``/``BufferExhaustedError`` when a wait runs out.
         After every full chunk it gives the event loop one turn, so a loop of ``await enqueue(...)``
         keeps the actor fed."""
-        if self._buffered_bytes >= self.config.buffer_memory or not self._knows(topic):
+        if self._may_wait(topic):
             await self._wait_to_send(topic)
         future = self.send_nowait(topic, value, key, partition, headers, timestamp_ms)
         if not self._chunk:
@@ -412,11 +412,16 @@ class Producer:
         """Kafka's ``send(record, callback)``: waits as ``enqueue`` does, then queues the record;
         its outcome goes to ``callback`` (see ``send_nowait_with_callback``). A tool sending many
         records uses this: no future per record, and no event-loop turn per completion."""
-        if self._buffered_bytes >= self.config.buffer_memory or not self._knows(topic):
+        if self._may_wait(topic):
             await self._wait_to_send(topic)  # a coroutine only when it may wait: this runs per record
         self.send_nowait_with_callback(topic, value, callback, key, partition, headers, timestamp_ms)
         if not self._chunk:
             await _YieldToLoop()  # a chunk was just handed over
+
+    def _may_wait(self, topic: str) -> bool:
+        """Whether a send to ``topic`` may have to wait: buffer.memory used up, or the topic not in
+        the metadata. Checked before making the waiting coroutine, which a send then rarely needs."""
+        return self._buffered_bytes >= self.config.buffer_memory or not self._knows(topic)
 
     def _knows(self, topic: str) -> bool:
         metadata = self._metadata
@@ -426,13 +431,7 @@ class Producer:
         """Kafka's blocking part of ``send``: for buffer.memory, then for the topic's metadata."""
         if self._buffered_bytes >= self.config.buffer_memory:
             await self._wait_for_space()
-        metadata = self._metadata
-        if (
-            type(topic) is str
-            and topic
-            and (metadata is None or metadata.topic_info(topic) is None)
-            and self._can_wait_on_metadata()
-        ):
+        if type(topic) is str and topic and not self._knows(topic) and self._can_wait_on_metadata():
             await self.partitions_for(topic)
 
     async def send(

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gc
+
 from ops.cli.perf import ProducerPerfStats, collector_tuned
 
 MS = 1_000_000
@@ -31,8 +33,6 @@ def test_each_window_line_covers_only_its_own_records() -> None:
 
 def test_the_collector_tuning_is_undone_after_the_run() -> None:
     """The tools run inside tests and benchmarks too: their collector settings must not leak."""
-    import gc
-
     before = gc.get_threshold()
     with collector_tuned(youngest_threshold=100_000):
         assert gc.get_threshold() == (100_000, 50, 100)
