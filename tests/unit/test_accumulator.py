@@ -465,6 +465,10 @@ class FakeSequences:
     unresolved: set[TopicPartition] = field(default_factory=set)
     next_sequence: dict[TopicPartition, int] = field(default_factory=dict)
     in_flight: dict[TopicPartition, list[int]] = field(default_factory=dict)
+    full_windows: set[TopicPartition] = field(default_factory=set)
+
+    def broker_window_is_full(self, tp: TopicPartition) -> bool:
+        return tp in self.full_windows
 
     def producer_id_and_epoch(self) -> tuple[int, int] | None:
         return self.producer
@@ -532,6 +536,26 @@ def test_no_new_batch_drains_while_its_partition_is_unresolved() -> None:
     # Kafka stops draining the node at such a partition; the rotation moves past it next time.
     assert drain_one_each(accum, clock, sequences) == []
     assert [b.tp for b in drain_one_each(accum, clock, sequences)] == [TP2]
+
+
+def test_a_full_broker_window_holds_back_only_new_batches_of_its_partition() -> None:
+    """Unlike an unresolved partition, a full window (idempotence.py) skips just that partition:
+    the node's other partitions drain in the same pass, and a retry of the held partition still
+    goes."""
+    clock = ManualClock()
+    accum = accumulator(linger_ms=0, retry_backoff_ms=0, idempotent=True)
+    sequences = FakeSequences()
+    append(accum, TP1, clock)
+    (sent,) = drain_one_each(accum, clock, sequences)
+    append(accum, TP1, clock)
+    append(accum, TP2, clock)
+    sequences.full_windows.add(TP1)
+    assert [b.tp for b in drain_one_each(accum, clock, sequences)] == [TP2]
+    accum.reenqueue(sent, clock.now_ms())
+    assert drain_one_each(accum, clock, sequences) == [sent]
+    assert drain_one_each(accum, clock, sequences) == []
+    sequences.full_windows.clear()
+    assert [b.base_sequence for b in drain_one_each(accum, clock, sequences)] == [1]
 
 
 def test_a_split_batch_continues_the_sequence_and_stays_in_order() -> None:

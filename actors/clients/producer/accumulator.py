@@ -104,6 +104,8 @@ class SequenceGate(Protocol):
 
     def first_in_flight_sequence(self, tp: TopicPartition) -> int: ...
 
+    def broker_window_is_full(self, tp: TopicPartition) -> bool: ...
+
     def assign_sequence(self, batch: ProducerBatch) -> None:
         """Stamp the next sequence on a never-sent batch and track it as in flight."""
         ...
@@ -339,6 +341,16 @@ class RecordAccumulator:
                         break
                     if sequences is not None and _should_stop_drain(first, tp, sequences):
                         break
+                    if (
+                        sequences is not None
+                        and not first.has_sequence
+                        and sequences.broker_window_is_full(tp)
+                    ):
+                        # Not Kafka's rule (idempotence.py, "the broker window"): skip only this
+                        # partition, whose answers are awaited; the node's others still go.
+                        if self.drain_index == start:
+                            break
+                        continue
                     batch = batches.popleft()
                     if sequences is not None and not batch.has_sequence:
                         sequences.assign_sequence(batch)

@@ -15,6 +15,15 @@ Rules kept
 * Drain (``SequenceGate``): nothing without a producer id; no new batch while the partition is
   unresolved; a retried batch only when it is the first unresolved sequence (retries go one at a
   time, in order).
+* The broker window: a broker recognises a retry as a duplicate only while the batch is among the
+  producer's last ``NUM_BATCHES_TO_RETAIN`` (5) batches it wrote; further back, the retry is
+  OUT_OF_ORDER_SEQUENCE_NUMBER, retried again, and again, until delivery.timeout.ms. So no new
+  batch is drained while the first unresolved batch is at or before the oldest of the partition's
+  last five drained ones: a batch never has more than four successors sent while its fate is
+  unknown. Kafka gets this for free: one connection answers in order, so with five requests in
+  flight a batch's answer (or disconnect) arrives before a sixth batch can leave. Here answers to
+  one broker arrive in any order, and a lost answer's retry could otherwise be overtaken by
+  batches drained after it.
 * ``can_retry`` (non-retriable codes the idempotence allows to retry):
   OUT_OF_ORDER_SEQUENCE_NUMBER when the partition is not unresolved and the batch was not the next
   expected one *when it was sent* (an earlier batch was still in flight: it may have failed, or
@@ -44,12 +53,14 @@ Rules kept
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass, field
 
 from actors.clients.producer.batch import ProducerBatch
 from actors.clients.producer.errors import OutOfOrderSequenceError, ProducerError, UnknownProducerIdError
 from actors.common.errors import ErrorCode
 from actors.common.types import TopicPartition
+from runtime.storage.producer_state import NUM_BATCHES_TO_RETAIN
 from runtime.storage.records import NO_SEQUENCE, increment_sequence
 
 __all__ = ["IdempotenceManager", "PartitionSequences"]
@@ -65,6 +76,8 @@ class PartitionSequences:
     # Sent batches not yet resolved, ordered by base sequence.
     unresolved_batches: list[ProducerBatch] = field(default_factory=list)
     unresolved: bool = False
+    # The last batches given a sequence, oldest first: the broker's duplicate window (docstring).
+    recent_batches: deque[ProducerBatch] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
 
 
 class IdempotenceManager:
@@ -111,6 +124,14 @@ class IdempotenceManager:
         state = self.partitions.get(tp)
         return state is not None and state.unresolved
 
+    def broker_window_is_full(self, tp: TopicPartition) -> bool:
+        """Whether another new batch could push the first unresolved one out of the broker's
+        duplicate window (module docstring)."""
+        state = self.partitions.get(tp)
+        if state is None or not state.unresolved_batches or len(state.recent_batches) < NUM_BATCHES_TO_RETAIN:
+            return False
+        return state.unresolved_batches[0].base_sequence <= state.recent_batches[0].base_sequence
+
     def first_in_flight_sequence(self, tp: TopicPartition) -> int:
         state = self.partitions.get(tp)
         if state is None or not state.unresolved_batches:
@@ -122,6 +143,7 @@ class IdempotenceManager:
         state = self._partition(batch.tp)
         batch.set_producer_state(self.producer_id, self.producer_epoch, state.next_sequence)
         state.next_sequence = increment_sequence(state.next_sequence, batch.record_count)
+        state.recent_batches.append(batch)
         self.add_unresolved_batch(batch)
 
     def add_unresolved_batch(self, batch: ProducerBatch) -> None:
@@ -204,6 +226,7 @@ class IdempotenceManager:
             sequence = increment_sequence(sequence, batch.record_count)
         state.next_sequence = sequence
         state.last_acked_sequence = NO_LAST_ACKED_SEQUENCE
+        state.recent_batches.clear()  # the broker forgot them too
 
     def mark_sequence_unresolved(self, tp: TopicPartition) -> None:
         self._partition(tp).unresolved = True
