@@ -27,6 +27,7 @@ from actors.clients.producer.errors import (
     ProducerTimeoutError,
     RecordTooLargeError,
 )
+from actors.clients.producer.idempotence import BROKER_RETAINED_BATCHES
 from actors.clients.producer.partitioner import keyed_partition
 from actors.clients.producer.producer import ProducerActor
 from actors.clients.producer.protocol import (
@@ -60,6 +61,7 @@ from runtime.clock import ManualClock
 from runtime.effects import Ask, Effect, Reply, Tell
 from runtime.messages import PeerUnavailable
 from runtime.ref import ActorRef
+from runtime.storage.producer_state import NUM_BATCHES_TO_RETAIN
 from runtime.storage.record_builder import SimpleRecord, build_batch
 from runtime.storage.records import iterate_batches
 from runtime.testkit import BehaviorTestKit
@@ -545,6 +547,7 @@ def test_a_lost_answers_retry_is_never_pushed_out_of_the_brokers_duplicate_windo
     assert [getattr(h.result(n), "offset", None) for n in names] == list(range(10))
     assert leader.values(TP0) == [b"v%d" % i for i in range(10)]
     assert getattr(h.result(elsewhere), "offset", None) == 0
+    assert BROKER_RETAINED_BATCHES == NUM_BATCHES_TO_RETAIN  # the client's copy of the broker's value
 
 
 @pytest.mark.parametrize("seed", range(40))

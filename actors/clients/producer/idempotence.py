@@ -16,7 +16,7 @@ Rules kept
   unresolved; a retried batch only when it is the first unresolved sequence (retries go one at a
   time, in order).
 * The broker window: a broker recognises a retry as a duplicate only while the batch is among the
-  producer's last ``NUM_BATCHES_TO_RETAIN`` (5) batches it wrote; further back, the retry is
+  producer's last ``BROKER_RETAINED_BATCHES`` (5) batches it wrote; further back, the retry is
   OUT_OF_ORDER_SEQUENCE_NUMBER, retried again, and again, until delivery.timeout.ms. So no new
   batch is drained while the first unresolved batch is at or before the oldest of the partition's
   last five drained ones: a batch never has more than four successors sent while its fate is
@@ -60,12 +60,15 @@ from actors.clients.producer.batch import ProducerBatch
 from actors.clients.producer.errors import OutOfOrderSequenceError, ProducerError, UnknownProducerIdError
 from actors.common.errors import ErrorCode
 from actors.common.types import TopicPartition
-from runtime.storage.producer_state import NUM_BATCHES_TO_RETAIN
 from runtime.storage.records import NO_SEQUENCE, increment_sequence
 
 __all__ = ["IdempotenceManager", "PartitionSequences"]
 
 NO_LAST_ACKED_SEQUENCE = -1
+# How many of a producer's batches a broker keeps to recognise duplicates (Kafka's
+# ProducerStateEntry.NumBatchesToRetain). Clients may not import the broker's storage, so the value
+# is repeated; a test holds it equal to runtime.storage.producer_state.NUM_BATCHES_TO_RETAIN.
+BROKER_RETAINED_BATCHES = 5
 
 
 @dataclass(slots=True)
@@ -77,7 +80,9 @@ class PartitionSequences:
     unresolved_batches: list[ProducerBatch] = field(default_factory=list)
     unresolved: bool = False
     # The last batches given a sequence, oldest first: the broker's duplicate window (docstring).
-    recent_batches: deque[ProducerBatch] = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    recent_batches: deque[ProducerBatch] = field(
+        default_factory=lambda: deque(maxlen=BROKER_RETAINED_BATCHES)
+    )
 
 
 class IdempotenceManager:
@@ -128,7 +133,11 @@ class IdempotenceManager:
         """Whether another new batch could push the first unresolved one out of the broker's
         duplicate window (module docstring)."""
         state = self.partitions.get(tp)
-        if state is None or not state.unresolved_batches or len(state.recent_batches) < NUM_BATCHES_TO_RETAIN:
+        if (
+            state is None
+            or not state.unresolved_batches
+            or len(state.recent_batches) < BROKER_RETAINED_BATCHES
+        ):
             return False
         return state.unresolved_batches[0].base_sequence <= state.recent_batches[0].base_sequence
 
