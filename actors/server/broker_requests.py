@@ -55,6 +55,10 @@ class PendingRequest:
     results: dict[TopicPartition, object] = field(default_factory=dict)
     parked: bool = False
     expired: bool = False
+    # A parked fetch's partitions that changed since their last read (read again once the reads
+    # in progress are in), and the partitions its last read asked.
+    stale: set[TopicPartition] = field(default_factory=set)
+    last_read: set[TopicPartition] = field(default_factory=set)
 
     def record(self, tp: TopicPartition, result: object) -> bool:
         """Keep one partition's answer; True when every partition has answered."""

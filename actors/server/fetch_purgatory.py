@@ -9,9 +9,13 @@ Rules
 2. Otherwise it is *parked*: its timer (``max_wait_ms``, started once) bounds the wait, and each
    hosted partition that answered a read is asked to say once when it changes (``NotifyOnChange``
    with the offsets that read saw, so a change in between is not missed).
-3. ``PartitionChanged`` re-reads every parked fetch watching that partition whose reads are all
-   in; ``FetchExpired`` marks the fetch expired and re-reads it (once its reads are in). A re-read
-   never updates follower state: only a fetch's first read does (Kafka's delayed fetch).
+3. ``PartitionChanged`` marks that partition stale in every parked fetch watching it, and a
+   fetch whose reads are all in reads its stale partitions again (the others keep their last
+   read and stay watched; ``request_fanout.py`` rule 6 adds the few that may be stale unsaid);
+   stale partitions found when reads come in are read next. ``FetchExpired`` marks the fetch
+   expired and answers it once its reads are in, after reading again what may be stale. A re-read
+   never updates follower state: only a fetch's first read does (Kafka's delayed fetch). After
+   each read the partitions just read are asked to say when they change.
 4. A fetch leaving the purgatory cancels its timer and stops watching its partitions before it is
    answered.
 
@@ -46,10 +50,11 @@ class FetchPurgatory:
         self,
         *,
         hosted: HostedPartitions,
-        read_again: Callable[[Context[Any], PendingRequest], None],
+        read_again: Callable[[Context[Any], PendingRequest, set[TopicPartition]], None],
         complete: Callable[[Context[Any], PendingRequest], None],
     ) -> None:
-        """``read_again``: read a parked fetch's partitions anew (without updating follower state);
+        """``read_again``: read some of a parked fetch's partitions anew (without updating follower
+        state);
         ``complete``: assemble and send its response."""
         self._hosted = hosted
         self._read_again = read_again
@@ -76,19 +81,23 @@ class FetchPurgatory:
             ctx.start_timer(
                 ("fetch", pending.request_id), FetchExpired(pending.request_id), request.max_wait_ms
             )
-        for wanted in request.partitions:
-            ref = self._hosted.ref(wanted.tp)
-            result = pending.results.get(wanted.tp)
+        if pending.stale:
+            self._read_stale(ctx, pending)
+            return
+        for tp in pending.last_read:
+            ref = self._hosted.ref(tp)
+            result = pending.results.get(tp)
             if ref is not None and isinstance(result, PartitionReadResult):
-                self.watchers.setdefault(wanted.tp, set()).add(pending.request_id)
+                self.watchers.setdefault(tp, set()).add(pending.request_id)
                 ctx.tell(ref, NotifyOnChange(result.log_end_offset, result.response.high_watermark))
 
     def partition_changed(self, ctx: Context[Any], message: PartitionChanged) -> None:
         for request_id in self.watchers.pop(message.tp, set()):
             pending = self.parked.get(request_id)
-            if pending is not None and not pending.waiting:
-                self._unwatch(pending)
-                self._read_again(ctx, pending)
+            if pending is not None:
+                pending.stale.add(message.tp)
+                if not pending.waiting:
+                    self._read_stale(ctx, pending)
 
     def expired(self, ctx: Context[Any], message: FetchExpired) -> None:
         pending = self.parked.get(message.request_id)
@@ -97,7 +106,11 @@ class FetchPurgatory:
         pending.expired = True
         if not pending.waiting:
             self._unwatch(pending)
-            self._read_again(ctx, pending)
+            self._read_stale(ctx, pending)
+
+    def _read_stale(self, ctx: Context[Any], pending: PendingRequest) -> None:
+        stale, pending.stale = pending.stale, set()
+        self._read_again(ctx, pending, stale)
 
     def _leave(self, ctx: Context[Any], pending: PendingRequest) -> None:
         if self.parked.pop(pending.request_id, None) is not None:

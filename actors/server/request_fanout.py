@@ -17,6 +17,13 @@ Rules
    its response's bytes of throttled partitions are recorded against that quota.
 5. Every answer counts the request kind and its duration (``RequestMetrics``); a Produce tell
    (acks=0) is gathered the same way and answered to nobody.
+6. A parked fetch is read again only where its last reads may have gone stale: the partitions
+   that said they changed, throttled ones, and ones no longer hosted here. The rest keep
+   their last read, which is what a read would return now: a partition watched since that read
+   has not changed its log end offset, high watermark or role (``fetch_purgatory.py`` rule 3).
+   Kafka's delayed fetch reads every partition again on completion, but reading one here is an
+   ask to its actor, and an idle follower fetch names every partition the pair shares: reading
+   them all again at every expiry and on every change tripled an idle broker's partition asks.
 
 Effects go through the broker's context: this object decides, records and tells.
 """
@@ -234,16 +241,34 @@ class RequestFanOut:
             return
         self._gathered(ctx, pending, _KINDS[type(pending.request)])
 
-    def _read_again(self, ctx: Context[Any], pending: PendingRequest) -> None:
-        self._scatter(ctx, pending, _KINDS[type(pending.request)], first=False)
+    def _read_again(self, ctx: Context[Any], pending: PendingRequest, changed: set[TopicPartition]) -> None:
+        """Read a parked fetch's ``changed`` partitions anew (rule 6), with those whose last read
+        may no longer hold although they never said so: a throttled partition (the quota's verdict
+        moves with time) and one no longer hosted here."""
+        quota, hosted = self._leader_quota, self._hosted
+        again = set(changed)
+        for tp in pending.results:
+            if tp not in again and (quota.is_throttled(tp) or hosted.ref(tp) is None):
+                again.add(tp)
+        self._scatter(ctx, pending, _KINDS[type(pending.request)], first=False, only=again)
 
-    def _scatter(self, ctx: Context[Any], pending: PendingRequest, kind: _Kind, *, first: bool) -> None:
+    def _scatter(
+        self,
+        ctx: Context[Any],
+        pending: PendingRequest,
+        kind: _Kind,
+        *,
+        first: bool,
+        only: set[TopicPartition] | None = None,
+    ) -> None:
         request = pending.request
-        pending.results = {}
         read = _Read(first, lambda tp: self._leader_throttled(tp, ctx.now_ms))
         timeout_ms = kind.timeout_ms(self._config, request)
+        pending.last_read = set()
         for wanted in kind.partitions(request):
             tp = wanted.tp
+            if only is not None and tp not in only:
+                continue
             ref = self._hosted.ref(tp)
             if ref is None:
                 pending.results[tp] = kind.unhosted(
@@ -251,6 +276,7 @@ class RequestFanOut:
                 )
                 continue
             pending.waiting.add(tp)
+            pending.last_read.add(tp)
             request_id = pending.request_id
 
             def adapt(reply: object, request_id: int = request_id, tp: TopicPartition = tp) -> PartitionReply:

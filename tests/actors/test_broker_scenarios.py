@@ -10,18 +10,23 @@ fencing tests send LeaderAndIsr by hand, as a stale or forged controller would.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from actors.common.errors import ErrorCode
-from actors.common.names import broker_node, fetcher_name, partition_name
+from actors.common.names import broker_node, broker_ref, fetcher_name, partition_name
 from actors.common.protocol import (
+    FetchPartition,
+    FetchRequest,
+    FetchResponse,
     LeaderAndIsrPartitionState,
     OffsetForLeaderEpochResult,
     OffsetsForLeaderEpochResponse,
     StopReplicaResponse,
 )
 from actors.common.types import TopicPartition
+from actors.server import zk_data
 from actors.server.replica.partition_state import Role
 from runtime.ref import ActorRef
 from runtime.storage.config import LogConfig
@@ -488,5 +493,96 @@ async def test_the_log_flusher_flushes_logs_whose_flush_ms_has_passed() -> None:
         await cluster.advance(20_000)
         assert log.recovery_point == 0  # the flusher's first run is 30 s after start
         await cluster.wait_for(lambda: log.recovery_point == 3, within_ms=20_000)
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+# ------------------------------------------------------------------ parked fetches (request_fanout.py rule 6)
+
+
+def count_reads(cluster: InProcessCluster, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+    """Reads each partition actor on broker 1 serves from now on (a live count)."""
+    reads = dict.fromkeys(tps, 0)
+    for tp in tps:
+        actor = cluster.partition(1, tp)
+        serve = actor._on_read_records
+
+        def counting(ctx: Any, message: Any, tp: TopicPartition = tp, serve: Any = serve) -> None:
+            reads[tp] += 1
+            serve(ctx, message)
+
+        actor._on_read_records = counting  # type: ignore[method-assign]
+    return reads
+
+
+def fetch_all(
+    tps: list[TopicPartition], offsets: dict[TopicPartition, int], max_wait_ms: int
+) -> FetchRequest:
+    wanted = tuple(
+        FetchPartition(
+            topic=tp.topic, partition=tp.partition, fetch_offset=offsets[tp], partition_max_bytes=1 << 20
+        )
+        for tp in tps
+    )
+    return FetchRequest(
+        replica_id=-1, max_wait_ms=max_wait_ms, min_bytes=1, max_bytes=10 << 20, partitions=wanted
+    )
+
+
+async def test_a_parked_fetch_reads_again_only_the_partitions_that_changed() -> None:
+    """A consumer fetch for ten idle partitions is read once per partition and parks. One partition
+    gets a record: only that one is read again, and the fetch is answered with it. A second fetch
+    parks, nothing changes, and at its expiry it is answered from its first reads. (Before, every
+    change and every expiry read all ten again: an idle follower fetch naming a thousand
+    partitions cost three thousand partition asks per round.)"""
+    cluster = await started(1, min_insync_replicas=1)
+    try:
+        tps = [TopicPartition("idle", p) for p in range(10)]
+        await cluster.create_topic("idle", dict.fromkeys(range(10), (1,)))
+        reads = count_reads(cluster, tps)
+        offsets = dict.fromkeys(tps, 0)
+        parked = asyncio.ensure_future(
+            cluster.client_node.ask(broker_ref(1), fetch_all(tps, offsets, 5_000), timeout_ms=60_000)
+        )
+        await cluster.advance(100)
+        assert not parked.done()
+        assert set(reads.values()) == {1}
+        await cluster.complete(cluster.produce(1, tps[3], batch(b"new")))
+        response = await cluster.complete(parked)
+        assert isinstance(response, FetchResponse)
+        assert [p.partition for p in response.partitions if p.records] == [3]
+        assert reads == {tp: 2 if tp == tps[3] else 1 for tp in tps}
+
+        offsets[tps[3]] = 1
+        answered = await cluster.complete(
+            cluster.client_node.ask(broker_ref(1), fetch_all(tps, offsets, 500), timeout_ms=60_000)
+        )
+        assert isinstance(answered, FetchResponse)
+        assert [p.high_watermark for p in answered.partitions] == [offsets[tp] for tp in tps]
+        assert not any(p.records for p in answered.partitions)
+        assert reads == {tp: 3 if tp == tps[3] else 2 for tp in tps}
+    finally:
+        await cluster.__aexit__(None, None, None)
+
+
+async def test_a_parked_fetch_whose_partitions_are_deleted_is_answered_without_them() -> None:
+    """Deleting the topic stops its partitions (offline first, which they say): the parked fetch
+    reads them again, long before its wait ends, and answers them as a broker that no longer
+    hosts them."""
+    cluster = await started(1, min_insync_replicas=1)
+    try:
+        tps = [TopicPartition("doomed", p) for p in range(2)]
+        await cluster.create_topic("doomed", dict.fromkeys(range(2), (1,)))
+        offsets = dict.fromkeys(tps, 0)
+        parked = asyncio.ensure_future(
+            cluster.client_node.ask(broker_ref(1), fetch_all(tps, offsets, 20_000), timeout_ms=60_000)
+        )
+        await cluster.advance(100)
+        assert not parked.done()
+        await cluster.operator.create(zk_data.delete_topic_path("doomed"))
+        await cluster.wait_for(parked.done, within_ms=5_000, step_ms=10)
+        response = parked.result()
+        assert isinstance(response, FetchResponse)
+        assert {p.error_code for p in response.partitions} == {ErrorCode.NOT_LEADER_OR_FOLLOWER}
     finally:
         await cluster.__aexit__(None, None, None)
