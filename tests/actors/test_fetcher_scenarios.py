@@ -556,3 +556,44 @@ async def test_high_watermark_truncation_is_not_applied_to_a_partition_re_added_
     assert asked[:3] == [("GetFollowerLogState", 5), ("GetFollowerLogState", 6), ("TruncateTo", 6)]
     assert not driver.failed(T2P1)
     assert driver.phase(T2P1) is FetchPhase.FETCHING
+
+
+# ------------------------------------------------------------------------- idle answers
+
+
+async def test_an_empty_answer_repeating_what_the_partition_applied_is_not_handed_to_it() -> None:
+    """replica_fetcher.py, "idle answers": while one partition gets a batch per fetch, the other's
+    empty answers carry the HW and log start offset it already applied at the same offset, so it is
+    not asked to append them; once replica.high.watermark.checkpoint.interval.ms has passed, such
+    an answer is applied again (a partition that lost its state is brought back while idle)."""
+    driver = FetcherDriver()
+    busy, idle = TP, TopicPartition("topic", 1)
+    for tp in (busy, idle):
+        leader_log = driver.leader.add_partition(tp, leader_epoch=0)
+        write(leader_log, batch(0, 1, 0))
+        leader_log.update_high_watermark(1)
+        await driver.follower(tp, leader_epoch=0)
+    driver.add((busy, 0), (idle, 0))
+    driver.run()
+    assert (driver.log(idle).log_end_offset, driver.log(idle).high_watermark) == (1, 1)
+
+    def appends(tp: TopicPartition) -> int:
+        return sum(isinstance(m, AppendAsFollower) for m in driver.local_requests.get(tp, []))
+
+    applied = appends(idle)
+    leader_busy = driver.leader.log(busy)
+    for offset in range(1, 4):
+        write(leader_busy, batch(offset, 1, 0))
+        leader_busy.update_high_watermark(offset + 1)
+        driver.run()
+    assert (driver.log(busy).log_end_offset, driver.log(busy).high_watermark) == (4, 4)
+    assert driver.sent(FetchRequest) >= 4
+    assert appends(idle) == applied
+
+    driver.advance(driver.config.replica_high_watermark_checkpoint_interval_ms)
+    write(leader_busy, batch(4, 1, 0))
+    leader_busy.update_high_watermark(5)
+    driver.run()
+    assert driver.log(busy).log_end_offset == 5
+    assert appends(idle) == applied + 1
+    assert (driver.log(idle).log_end_offset, driver.log(idle).high_watermark) == (1, 1)

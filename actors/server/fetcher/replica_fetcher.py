@@ -24,6 +24,15 @@ most one request to the leader in flight**; each pass does the first of these th
    replicates in one round trip.
 4. *Wait*: nothing to do until a partition is added or a delay ends.
 
+Idle answers: a partition's empty answer carrying the leader HW and log start offset its local
+partition applied last, at the same fetch offset, is not handed to it: the append would change
+nothing (the follower's HW is min(leader HW, log end offset), and neither moved). An idle follower
+of thousands of partitions otherwise asks every one of them at every fetch round. The same answer
+is still applied once per ``replica.high.watermark.checkpoint.interval.ms``, so a local partition
+that lost its state (an actor restart) is brought back within that interval even while idle.
+Kafka's follower applies every partition of a response, but its leader leaves idle partitions out
+of the response altogether (incremental fetch sessions, KIP-227).
+
 When a pass ends the next one starts at once, unless it waited. What a pass has asked and what it
 was answered live in the script's locals; the actor keeps only the fetch states.
 
@@ -144,6 +153,10 @@ class PartitionFetchState:
     lag_known: bool = False
     # The leader's HW in the last response: the lag is measured against it (Kafka's fetcher lag).
     leader_high_watermark: int = -1
+    # The last answer the local partition applied: (its log end offset after it, the leader's HW,
+    # the leader's log start offset), and when. An empty answer repeating it would change nothing.
+    applied: tuple[int, int, int] | None = None
+    applied_ms: int = 0
 
     def ready(self, now_ms: int) -> bool:
         return self.delayed_until_ms is None or self.delayed_until_ms <= now_ms
@@ -584,7 +597,7 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             if append is not None:
                 appends[tp] = append
         appended = yield from self._ask_partitions(ctx, appends, FollowerAppendResult)
-        self._appended(appended)
+        self._appended(appends, appended, ctx.now_ms)
 
     def _fetched(
         self, ctx: Context[ReplicaFetcherMessage], state: PartitionFetchState, data: FetchPartitionResponse
@@ -598,6 +611,12 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             state.leader_high_watermark = data.high_watermark
             state.lag = max(0, data.high_watermark - state.fetch_offset)
             state.lag_known = True
+            if (
+                not data.records
+                and state.applied == (state.fetch_offset, data.high_watermark, data.log_start_offset)
+                and ctx.now_ms - state.applied_ms < self.config.replica_high_watermark_checkpoint_interval_ms
+            ):
+                return None  # nothing new for the partition (module docstring, "idle answers")
             return AppendAsFollower(
                 state.leader_epoch,
                 state.fetch_offset,
@@ -614,10 +633,19 @@ class ReplicaFetcherActor(Actor[ReplicaFetcherMessage]):
             self._delay(ctx, state.tp)
         return None
 
-    def _appended(self, results: dict[TopicPartition, FollowerAppendResult]) -> None:
+    def _appended(
+        self,
+        appends: Mapping[TopicPartition, _LocalRequest],
+        results: dict[TopicPartition, FollowerAppendResult],
+        now_ms: int,
+    ) -> None:
         """Appends done: fetch from the new log end; the partition goes to the back of the line."""
         for tp, reply in results.items():
             state = self.partitions[tp]
+            sent = appends[tp]
+            assert isinstance(sent, AppendAsFollower)
+            state.applied = (reply.log_end_offset, sent.leader_high_watermark, sent.leader_log_start_offset)
+            state.applied_ms = now_ms
             state.log_start_offset = reply.log_start_offset
             if reply.log_end_offset > state.fetch_offset:
                 state.fetch_offset = reply.log_end_offset
