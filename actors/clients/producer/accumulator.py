@@ -341,22 +341,20 @@ class RecordAccumulator:
                         break
                     if sequences is not None and _should_stop_drain(first, tp, sequences):
                         break
-                    if (
+                    # Not Kafka's rule (idempotence.py, "the broker window"): a held partition is
+                    # only skipped, its answers awaited; the node's other partitions still go.
+                    held = (
                         sequences is not None
                         and not first.has_sequence
                         and sequences.broker_window_is_full(tp)
-                    ):
-                        # Not Kafka's rule (idempotence.py, "the broker window"): skip only this
-                        # partition, whose answers are awaited; the node's others still go.
-                        if self.drain_index == start:
-                            break
-                        continue
-                    batch = batches.popleft()
-                    if sequences is not None and not batch.has_sequence:
-                        sequences.assign_sequence(batch)
-                    size += len(batch.close())
-                    batch.drained(now_ms)
-                    ready.append(batch)
+                    )
+                    if not held:
+                        batch = batches.popleft()
+                        if sequences is not None and not batch.has_sequence:
+                            sequences.assign_sequence(batch)
+                        size += len(batch.close())
+                        batch.drained(now_ms)
+                        ready.append(batch)
             if self.drain_index == start:
                 break
         return ready
